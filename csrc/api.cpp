@@ -1,0 +1,80 @@
+// The one place where ops are defined and bound.
+//
+//  1. TORCH_LIBRARY declares each op's schema in the namespace `cuda_kernels`
+//     (callable as torch.ops.cuda_kernels.<op>).
+//  2. TORCH_LIBRARY_IMPL registers one implementation per dispatch key (CPU, CUDA).
+//     Autograd and fake (meta) implementations are registered in Python: cuda_kernels/ops.py.
+//  3. PYBIND11_MODULE makes this a Python module (cuda_kernels._C); importing it runs the registrations.
+#include <torch/extension.h>
+#include <torch/library.h>
+
+#include "ops.h"
+
+#ifndef CUDA_KERNELS_WITH_CUDA
+#define CUDA_KERNELS_WITH_CUDA 0
+#endif
+#ifndef CUDA_KERNELS_DEBUG
+#define CUDA_KERNELS_DEBUG 0
+#endif
+#ifndef CUDA_KERNELS_ARCHS
+#define CUDA_KERNELS_ARCHS none
+#endif
+#define CUDA_KERNELS_STR_(x) #x
+#define CUDA_KERNELS_STR(x) CUDA_KERNELS_STR_(x)
+
+#if CUDA_KERNELS_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+TORCH_LIBRARY(cuda_kernels, m) {
+  m.def("square(Tensor x) -> Tensor");
+  m.def("matmul(Tensor a, Tensor b, int variant=0) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(cuda_kernels, CPU, m) {
+  m.impl("square", &cuda_kernels::square_cpu);
+  m.impl("matmul", &cuda_kernels::matmul_cpu);
+}
+
+#if CUDA_KERNELS_WITH_CUDA
+TORCH_LIBRARY_IMPL(cuda_kernels, CUDA, m) {
+  m.impl("square", &cuda_kernels::square_cuda);
+  m.impl("matmul", &cuda_kernels::matmul_cuda);
+}
+#endif
+
+namespace {
+
+// How this binary was built; cuda_kernels.build_info() adds the Python-side fields.
+pybind11::dict build_info() {
+  pybind11::dict info;
+  info["cuda"] = static_cast<bool>(CUDA_KERNELS_WITH_CUDA);
+  info["debug"] = static_cast<bool>(CUDA_KERNELS_DEBUG);
+  info["archs_tag"] = CUDA_KERNELS_STR(CUDA_KERNELS_ARCHS);
+  info["torch_version"] = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                          std::to_string(TORCH_VERSION_PATCH);
+#if CUDA_KERNELS_WITH_CUDA
+  // CUDART_VERSION is e.g. 13000 for 13.0.
+  info["cuda_version"] = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+#else
+  info["cuda_version"] = pybind11::none();
+#endif
+  return info;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "cuda_kernels C++/CUDA ops; use them through the cuda_kernels package or torch.ops.cuda_kernels";
+  m.def("_build_info", &build_info, "How this extension binary was built");
+  m.def(
+      "_matmul_variants",
+      [] {
+#if CUDA_KERNELS_WITH_CUDA
+        return cuda_kernels::matmul_cuda_variants();
+#else
+        return std::vector<std::pair<int64_t, std::string>>{};
+#endif
+      },
+      "The CUDA matmul ladder's steps as [(variant, name)]; variant=0 picks one automatically");
+}

@@ -1,0 +1,38 @@
+// Input validation shared by the CPU and CUDA implementations, so both devices give the same clear errors.
+// Every message starts with the op's name, e.g. "cuda_kernels.matmul: ...".
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+namespace cuda_kernels {
+
+inline bool is_supported_float(at::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
+}
+
+inline void check_float_input(const char* op, const char* name, const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
+  TORCH_CHECK(is_supported_float(t.scalar_type()), op, ": ", name,
+              " must be float32, float64, float16 or bfloat16, got ", t.scalar_type());
+}
+
+inline void check_square_input(const at::Tensor& x) {
+  check_float_input("cuda_kernels.square", "x", x);
+}
+
+inline void check_matmul_inputs(const at::Tensor& a, const at::Tensor& b) {
+  constexpr const char* op = "cuda_kernels.matmul";
+  check_float_input(op, "a", a);
+  check_float_input(op, "b", b);
+  TORCH_CHECK(a.dim() == 2, op, ": a must be 2-D (M, K), got ", a.dim(), "-D with shape ", a.sizes());
+  TORCH_CHECK(b.dim() == 2, op, ": b must be 2-D (K, N), got ", b.dim(), "-D with shape ", b.sizes());
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": a and b must have the same dtype, got ", a.scalar_type(),
+              " and ", b.scalar_type());
+  TORCH_CHECK(a.device() == b.device(), op, ": a and b must be on the same device, got ", a.device(), " and ",
+              b.device());
+  TORCH_CHECK(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", a.sizes(), " and b is ", b.sizes(),
+              " (a.shape[1] must equal b.shape[0])");
+}
+
+}  // namespace cuda_kernels

@@ -1,0 +1,60 @@
+"""cuda_kernels: custom C++/CUDA ops for PyTorch.
+
+    import cuda_kernels
+    y = cuda_kernels.square(x)          # also torch.ops.cuda_kernels.square(x)
+    c = cuda_kernels.matmul(a, b)       # also torch.ops.cuda_kernels.matmul(a, b)
+
+The compiled extension (cuda_kernels._C) registers the ops with PyTorch's dispatcher when it is imported.
+With CUDA_KERNELS_JIT=1 the same csrc/ sources are compiled on import instead (cuda_kernels._jit).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch  # noqa: F401  (the extension links against torch: import it first)
+
+from cuda_kernels._loader import load_extension
+
+_C, _MODE = load_extension(jit=os.environ.get("CUDA_KERNELS_JIT", "0") not in ("", "0"))
+
+from cuda_kernels.ops import matmul, square  # noqa: E402  (ops need the extension loaded)
+
+
+def build_info() -> dict[str, Any]:
+    """How the loaded extension was built.
+
+    Keys: mode ("installed" or "jit"), cuda (bool), archs (list like ["8.0", "9.0a", "9.0+PTX"], empty for CPU),
+    debug (bool), torch (version built against), cuda_version (toolkit it was built with, or None),
+    torch_runtime (the torch imported now), path (the loaded binary).
+    """
+    raw = dict(_C._build_info())
+    tag = raw.pop("archs_tag")
+    return {
+        "mode": _MODE,
+        "cuda": raw["cuda"],
+        "archs": _decode_archs(tag) if raw["cuda"] else [],
+        "debug": raw["debug"],
+        "torch": raw["torch_version"],
+        "cuda_version": raw["cuda_version"],
+        "torch_runtime": torch.__version__,
+        "path": getattr(_C, "__file__", None),
+    }
+
+
+def _decode_archs(tag: str) -> list[str]:
+    """Inverse of _build_config.arch_tag: '80__90a_PTX' -> ['8.0', '9.0a+PTX']; 'native' -> ['native']."""
+    if tag in ("native", "none"):
+        return [tag]
+    archs = []
+    for part in tag.split("__"):
+        ptx = part.endswith("_PTX")
+        part = part.removesuffix("_PTX")
+        suffix = part[-1] if part[-1].isalpha() else ""
+        digits = part[: len(part) - len(suffix)]
+        archs.append(f"{digits[:-1]}.{digits[-1]}{suffix}{'+PTX' if ptx else ''}")
+    return archs
+
+
+__all__ = ["square", "matmul", "build_info"]

@@ -1,0 +1,105 @@
+"""The ops' Python layer: typed wrappers, fake (meta) kernels for torch.compile, and autograd formulas.
+
+The C++ side (csrc/api.cpp) defines the schemas and the CPU/CUDA kernels; this file adds what the dispatcher
+needs from Python. Keep one block per op, in the same order as csrc/api.cpp.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _check_float(op: str, name: str, t: Tensor) -> None:
+    torch._check(
+        t.dtype in FLOAT_DTYPES,
+        lambda: f"{op}: {name} must be float32, float64, float16 or bfloat16, got {t.dtype}",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# square
+
+
+def square(x: Tensor) -> Tensor:
+    """Elementwise x * x.
+
+    Args:
+        x: any shape (0-d and empty included), float32/float64/float16/bfloat16, CPU or CUDA, any strides.
+    Returns:
+        A contiguous tensor of x's shape, dtype and device. float16/bfloat16 are squared in float32.
+    """
+    return torch.ops.cuda_kernels.square.default(x)
+
+
+@torch.library.register_fake("cuda_kernels::square")
+def _square_fake(x: Tensor) -> Tensor:
+    _check_float("cuda_kernels.square", "x", x)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _square_setup_context(ctx, inputs, output) -> None:
+    (x,) = inputs
+    ctx.save_for_backward(x)
+
+
+def _square_backward(ctx, grad: Tensor) -> Tensor:
+    (x,) = ctx.saved_tensors
+    return grad * 2 * x
+
+
+torch.library.register_autograd("cuda_kernels::square", _square_backward, setup_context=_square_setup_context)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# matmul
+
+
+def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
+    """Matrix product a @ b.
+
+    Args:
+        a: (M, K) and b: (K, N), both float32/float64/float16/bfloat16, same dtype and device, any strides.
+        variant: 0 picks the fastest CUDA kernel for the shape; N >= 1 forces step N of the kernel ladder
+            (csrc/cuda/matmul/). CPU tensors accept only 0.
+    Returns:
+        (M, N) contiguous, dtype of the inputs; accumulated in float32 (float64 for float64). K = 0 gives zeros.
+    """
+    return torch.ops.cuda_kernels.matmul.default(a, b, variant)
+
+
+@torch.library.register_fake("cuda_kernels::matmul")
+def _matmul_fake(a: Tensor, b: Tensor, variant: int = 0) -> Tensor:
+    op = "cuda_kernels.matmul"
+    _check_float(op, "a", a)
+    _check_float(op, "b", b)
+    torch._check(a.dim() == 2, lambda: f"{op}: a must be 2-D (M, K), got {a.dim()}-D with shape {tuple(a.shape)}")
+    torch._check(b.dim() == 2, lambda: f"{op}: b must be 2-D (K, N), got {b.dim()}-D with shape {tuple(b.shape)}")
+    torch._check(a.dtype == b.dtype, lambda: f"{op}: a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    torch._check(
+        a.device == b.device,
+        lambda: f"{op}: a and b must be on the same device, got {a.device} and {b.device}",
+    )
+    torch._check(
+        a.shape[1] == b.shape[0],
+        lambda: f"{op}: inner dimensions differ: a is {tuple(a.shape)} and b is {tuple(b.shape)}",
+    )
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+def _matmul_setup_context(ctx, inputs, output) -> None:
+    a, b, _variant = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _matmul_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
+    a, b = ctx.saved_tensors
+    # Both gradients go through the op itself (it reads transposed views without a copy).
+    grad_a = torch.ops.cuda_kernels.matmul.default(grad, b.t(), 0) if ctx.needs_input_grad[0] else None
+    grad_b = torch.ops.cuda_kernels.matmul.default(a.t(), grad, 0) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b, None
+
+
+torch.library.register_autograd("cuda_kernels::matmul", _matmul_backward, setup_context=_matmul_setup_context)

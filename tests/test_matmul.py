@@ -1,0 +1,141 @@
+"""cuda_kernels.matmul against float64 references on every device x dtype (default variant; the ladder's steps are
+tested one by one in test_matmul_ladder.py), plus opcheck, gradcheck, torch.compile and bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import DEVICES, DTYPES, assert_matmul_close, rand
+
+import cuda_kernels
+
+# (M, K, N): zeros, ones, primes, tile tails, odd rectangles, 999^3.
+SHAPES = [
+    (0, 5, 3),
+    (4, 5, 0),
+    (1, 1, 1),
+    (1, 7, 1),
+    (2, 3, 5),
+    (31, 33, 17),
+    (64, 64, 64),
+    (127, 129, 131),
+    (1, 4096, 3),
+    (300, 1, 200),
+    (999, 999, 999),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("mkn", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matmul_matches_reference(device, dtype, mkn):
+    M, K, N = mkn
+    if device == "cpu" and dtype == torch.float64 and M * K * N > 10**8:
+        pytest.skip("float64 999^3 on the CPU is slow and covered by float32")
+    a = rand(M, K, dtype=dtype, device=device, seed=1)
+    b = rand(K, N, dtype=dtype, device=device, seed=2)
+    out = cuda_kernels.matmul(a, b)
+    assert out.is_contiguous()
+    assert_matmul_close(out, a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_matmul_k_zero_gives_zeros(device, dtype):
+    a = torch.empty(6, 0, dtype=dtype, device=device)
+    b = torch.empty(0, 4, dtype=dtype, device=device)
+    out = cuda_kernels.matmul(a, b)
+    torch.testing.assert_close(out, torch.mm(a, b), rtol=0, atol=0)
+    assert (out == 0).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "views",
+    [
+        pytest.param(lambda a, b: (a.t().contiguous().t(), b), id="a-column-major"),
+        pytest.param(lambda a, b: (a, b.t().contiguous().t()), id="b-column-major"),
+        pytest.param(lambda a, b: (a[:, ::2], b[::2, :]), id="step-slices"),
+        pytest.param(lambda a, b: (a[1:, 1:], b[1:, 1:]), id="offsets"),
+        pytest.param(lambda a, b: (a[:1].expand(a.shape[0], -1), b), id="expanded-a"),
+    ],
+)
+def test_matmul_non_contiguous(device, dtype, views):
+    a0 = rand(70, 90, dtype=dtype, device=device, seed=3)
+    b0 = rand(90, 50, dtype=dtype, device=device, seed=4)
+    a, b = views(a0, b0)
+    assert_matmul_close(cuda_kernels.matmul(a, b), a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_opcheck(device):
+    for dtype in (torch.float32, torch.bfloat16):
+        a = rand(5, 7, dtype=dtype, device=device).requires_grad_()
+        b = rand(7, 3, dtype=dtype, device=device).requires_grad_()
+        torch.library.opcheck(torch.ops.cuda_kernels.matmul.default, (a, b, 0))
+        torch.library.opcheck(torch.ops.cuda_kernels.matmul.default, (a.detach().t().contiguous().t(), b.detach(), 0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_gradcheck(device):
+    a = rand(6, 5, dtype=torch.float64, device=device, seed=5).requires_grad_()
+    b = rand(5, 4, dtype=torch.float64, device=device, seed=6).requires_grad_()
+    assert torch.autograd.gradcheck(cuda_kernels.matmul, (a, b))
+    assert torch.autograd.gradgradcheck(cuda_kernels.matmul, (a, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_compile_fullgraph(device):
+    torch._dynamo.reset()
+
+    def f(a, b):
+        return cuda_kernels.square(cuda_kernels.matmul(a, b)).sum()
+
+    compiled = torch.compile(f, fullgraph=True)
+    a = rand(8, 16, device=device, dtype=torch.float64, seed=7).requires_grad_()
+    b = rand(16, 4, device=device, dtype=torch.float64, seed=8).requires_grad_()
+    loss = compiled(a, b)
+    loss.backward()
+    a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    ((a2 @ b2) ** 2).sum().backward()
+    torch.testing.assert_close(loss, ((a2 @ b2) ** 2).sum())
+    torch.testing.assert_close(a.grad, a2.grad)
+    torch.testing.assert_close(b.grad, b2.grad)
+
+
+OP = "cuda_kernels.matmul"
+BAD_INPUTS = [
+    ("int", lambda d: (torch.ones(2, 2, dtype=torch.int64, device=d), torch.ones(2, 2, device=d)), f"{OP}: a must be float32.*got Long"),
+    ("bool", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, dtype=torch.bool, device=d)), f"{OP}: b must be float32.*got Bool"),
+    ("complex", lambda d: (torch.ones(2, 2, dtype=torch.complex64, device=d),) * 2, f"{OP}: a must be float32.*got ComplexFloat"),
+    ("dtype-mismatch", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, dtype=torch.float64, device=d)), f"{OP}: a and b must have the same dtype"),
+    ("a-1d", lambda d: (torch.ones(2, device=d), torch.ones(2, 2, device=d)), f"{OP}: a must be 2-D"),
+    ("b-3d", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, 2, device=d)), f"{OP}: b must be 2-D"),
+    ("a-0d", lambda d: (torch.tensor(1.0, device=d), torch.ones(2, 2, device=d)), f"{OP}: a must be 2-D"),
+    ("inner-mismatch", lambda d: (torch.ones(2, 3, device=d), torch.ones(4, 2, device=d)), f"{OP}: inner dimensions differ"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name, make, message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_matmul_bad_input(device, name, make, message):
+    a, b = make(device)
+    with pytest.raises(RuntimeError, match=message):
+        cuda_kernels.matmul(a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_matmul_different_devices():
+    a, b = torch.ones(2, 2), torch.ones(2, 2, device="cuda")
+    for x, y in ((a, b), (b, a)):
+        with pytest.raises(RuntimeError, match=f"{OP}: a and b must be on the same device"):
+            cuda_kernels.matmul(x, y)
+    with pytest.raises(RuntimeError, match="cuda_kernels.square"):
+        cuda_kernels.square(torch.ones(2, dtype=torch.int32, device="cuda"))
+
+
+def test_matmul_variant_on_cpu_is_an_error():
+    with pytest.raises(RuntimeError, match=f"{OP}: variant 1 is a CUDA kernel"):
+        cuda_kernels.matmul(torch.ones(2, 2), torch.ones(2, 2), variant=1)
