@@ -92,7 +92,7 @@ else:
     print(f"cuda_kernels: building the CPU-only extension ({why})")
 
 os.environ["MAX_JOBS"] = str(cfg_mod.max_jobs())
-cfg = cfg_mod.make_config(with_cuda, arch_list)
+cfg = cfg_mod.make_config(with_cuda, arch_list, cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI))
 if cfg.debug or cfg.lineinfo:
     print(f"cuda_kernels: DEBUG={int(cfg.debug)} LINEINFO={int(cfg.lineinfo)}")
 

@@ -136,10 +136,14 @@ class BuildConfig:
     defines: list[str] = field(default_factory=list)
 
 
-def make_config(with_cuda: bool, arch_list: str | None) -> BuildConfig:
+def make_config(with_cuda: bool, arch_list: str | None, cxx11_abi: bool | None = None) -> BuildConfig:
+    """Compiler flags. cxx11_abi: torch._C._GLIBCXX_USE_CXX11_ABI, passed explicitly to g++ AND to nvcc's host
+    compiler: a host compiler whose default libstdc++ ABI differs from torch's builds fine but crashes when a
+    std::string crosses into libc10 (seen on the GPU machine: TORCH_CHECK messages from .cu files segfaulted)."""
     debug = env_flag("DEBUG")
     lineinfo = env_flag("LINEINFO")
     defines = [
+        *([f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}"] if cxx11_abi is not None else []),
         f"-DCUDA_KERNELS_WITH_CUDA={int(with_cuda)}",
         f"-DCUDA_KERNELS_DEBUG={int(debug)}",
         f"-DCUDA_KERNELS_ARCHS={arch_tag(arch_list) if with_cuda else 'none'}",
