@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: help deps install bench test test-gpu lint format sanitize doctor clean
+.PHONY: help deps install bench test lint format sanitize doctor jit-test clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -19,6 +19,15 @@ bench: install  ## build, then time every op against torch on the available devi
 
 test:  ## run the test suite (CUDA cases skip without a GPU)
 	$(PYTHON) -m pytest -v -s
+
+sanitize:  ## the CUDA tests under compute-sanitizer memcheck, racecheck, initcheck, synccheck (skips without a GPU)
+	PYTHON=$(PYTHON) bash scripts/sanitize.sh
+
+doctor:  ## what a bug report needs: versions, GPUs, archs built vs the GPU's, a tiny call of each op
+	$(PYTHON) -m cuda_kernels.doctor
+
+jit-test:  ## the test suite against a JIT build of csrc/ (CUDA_KERNELS_JIT=1: recompiles only what changed)
+	CUDA_KERNELS_JIT=1 $(PYTHON) -m pytest -q tests/
 
 lint:  ## ruff + clang-format through pre-commit
 	$(PYTHON) -m pre_commit run --all-files

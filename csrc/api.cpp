@@ -31,15 +31,47 @@ TORCH_LIBRARY(cuda_kernels, m) {
   m.def("matmul(Tensor a, Tensor b, int variant=0) -> Tensor");
 }
 
+namespace {
+
+// Runs an op's implementation; an error raised below it that does not name the op (the allocator out of
+// memory, a failed kernel launch) gets "(raised inside cuda_kernels.<op>)" appended. `throw;` rethrows the
+// original object, so Python still sees its type (e.g. torch.OutOfMemoryError).
+template <typename F>
+at::Tensor naming_errors(const char* op, F&& run) {
+  try {
+    return run();
+  } catch (c10::Error& e) {
+    if (e.msg().find(op) == std::string::npos) e.add_context(std::string("raised inside ") + op);
+    throw;
+  }
+}
+
+at::Tensor square_cpu(const at::Tensor& x) {
+  return naming_errors("cuda_kernels.square", [&] { return cuda_kernels::square_cpu(x); });
+}
+at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
+  return naming_errors("cuda_kernels.matmul", [&] { return cuda_kernels::matmul_cpu(a, b, variant); });
+}
+#if CUDA_KERNELS_WITH_CUDA
+at::Tensor square_cuda(const at::Tensor& x) {
+  return naming_errors("cuda_kernels.square", [&] { return cuda_kernels::square_cuda(x); });
+}
+at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
+  return naming_errors("cuda_kernels.matmul", [&] { return cuda_kernels::matmul_cuda(a, b, variant); });
+}
+#endif
+
+}  // namespace
+
 TORCH_LIBRARY_IMPL(cuda_kernels, CPU, m) {
-  m.impl("square", &cuda_kernels::square_cpu);
-  m.impl("matmul", &cuda_kernels::matmul_cpu);
+  m.impl("square", &square_cpu);
+  m.impl("matmul", &matmul_cpu);
 }
 
 #if CUDA_KERNELS_WITH_CUDA
 TORCH_LIBRARY_IMPL(cuda_kernels, CUDA, m) {
-  m.impl("square", &cuda_kernels::square_cuda);
-  m.impl("matmul", &cuda_kernels::matmul_cuda);
+  m.impl("square", &square_cuda);
+  m.impl("matmul", &matmul_cuda);
 }
 #endif
 

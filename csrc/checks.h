@@ -4,6 +4,10 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
+#include <c10/util/safe_numerics.h>
+
+#include <cstdint>
+#include <limits>
 
 namespace cuda_kernels {
 
@@ -17,8 +21,21 @@ inline void check_float_input(const char* op, const char* name, const at::Tensor
               " must be float32, float64, float16 or bfloat16, got ", t.scalar_type());
 }
 
+// The output (sizes, elements of `itemsize` bytes) must fit in one tensor: its byte count must fit in int64.
+// Huge sizes come from expanded (stride-0) or meta inputs; without this check the error would come from
+// the allocator and not name the op.
+inline void check_output_fits(const char* op, c10::IntArrayRef sizes, int64_t itemsize) {
+  uint64_t numel = 0, nbytes = 0;
+  const bool overflow = c10::safe_multiplies_u64(sizes, &numel) ||
+                        c10::mul_overflows(numel, static_cast<uint64_t>(itemsize), &nbytes) ||
+                        nbytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  TORCH_CHECK(!overflow, op, ": the output would have shape ", sizes, " (", itemsize,
+              " bytes per element): more bytes than a tensor can hold (2^63 - 1)");
+}
+
 inline void check_square_input(const at::Tensor& x) {
   check_float_input("cuda_kernels.square", "x", x);
+  check_output_fits("cuda_kernels.square", x.sizes(), static_cast<int64_t>(x.element_size()));
 }
 
 inline void check_matmul_inputs(const at::Tensor& a, const at::Tensor& b) {
@@ -33,6 +50,7 @@ inline void check_matmul_inputs(const at::Tensor& a, const at::Tensor& b) {
               b.device());
   TORCH_CHECK(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", a.sizes(), " and b is ", b.sizes(),
               " (a.shape[1] must equal b.shape[0])");
+  check_output_fits(op, {a.size(0), b.size(1)}, static_cast<int64_t>(a.element_size()));
 }
 
 }  // namespace cuda_kernels

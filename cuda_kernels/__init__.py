@@ -6,20 +6,32 @@
 
 The compiled extension (cuda_kernels._C) registers the ops with PyTorch's dispatcher when it is imported.
 With CUDA_KERNELS_JIT=1 the same csrc/ sources are compiled on import instead (cuda_kernels._jit).
+With CUDA_KERNELS_DUMP_DIR=DIR (read at import; set_dump_dir() at run time) a failing call saves its arguments to
+DIR for `python -m cuda_kernels.replay FILE` (cuda_kernels._dump).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import torch  # noqa: F401  (the extension links against torch: import it first)
 
 from cuda_kernels._loader import load_extension
 
-_C, _MODE = load_extension(jit=os.environ.get("CUDA_KERNELS_JIT", "0") not in ("", "0"))
+# `python -m cuda_kernels.doctor` imports this package first: a broken extension must not stop the doctor,
+# which reports _LOAD_ERROR instead. Everyone else gets the ImportError at once.
+_LOAD_ERROR: ImportError | None = None
+try:
+    _C, _MODE = load_extension(jit=os.environ.get("CUDA_KERNELS_JIT", "0") not in ("", "0"))
+except ImportError as _err:
+    if not any(arg.endswith("cuda_kernels.doctor") for arg in getattr(sys, "orig_argv", [])):
+        raise
+    _C, _MODE, _LOAD_ERROR = None, "not loaded", _err
 
-from cuda_kernels.ops import matmul, square  # noqa: E402  (ops need the extension loaded)
+if _C is not None:
+    from cuda_kernels.ops import matmul, set_dump_dir, square  # noqa: E402  (ops need the extension loaded)
 
 
 def build_info() -> dict[str, Any]:
@@ -29,6 +41,8 @@ def build_info() -> dict[str, Any]:
     debug (bool), torch (version built against), cuda_version (toolkit it was built with, or None),
     torch_runtime (the torch imported now), path (the loaded binary).
     """
+    if _C is None:
+        raise _LOAD_ERROR
     raw = dict(_C._build_info())
     tag = raw.pop("archs_tag")
     return {
@@ -57,4 +71,4 @@ def _decode_archs(tag: str) -> list[str]:
     return archs
 
 
-__all__ = ["square", "matmul", "build_info"]
+__all__ = ["square", "matmul", "build_info", "set_dump_dir"]

@@ -118,10 +118,12 @@ def max_jobs() -> int:
 
 
 def sources(with_cuda: bool) -> list[str]:
-    """All C++ sources (csrc/api.cpp, csrc/cpu/*.cpp) plus, with CUDA, every csrc/cuda/**/*.cu."""
+    """All C++ sources (csrc/api.cpp, csrc/cpu/*.cpp) plus, with CUDA, every csrc/cuda/**/*.cpp and *.cu."""
     srcs = [os.path.join(CSRC, "api.cpp")] + sorted(glob.glob(os.path.join(CSRC, "cpu", "*.cpp")))
     if with_cuda:
-        srcs += sorted(glob.glob(os.path.join(CSRC, "cuda", "**", "*.cu"), recursive=True))
+        cuda_dir = os.path.join(CSRC, "cuda", "**")
+        srcs += sorted(glob.glob(os.path.join(cuda_dir, "*.cpp"), recursive=True))
+        srcs += sorted(glob.glob(os.path.join(cuda_dir, "*.cu"), recursive=True))
     return srcs
 
 

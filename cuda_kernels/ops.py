@@ -2,14 +2,31 @@
 
 The C++ side (csrc/api.cpp) defines the schemas and the CPU/CUDA kernels; this file adds what the dispatcher
 needs from Python. Keep one block per op, in the same order as csrc/api.cpp.
+
+Repro dumps: each wrapper calls the op directly while _DUMP_DIR is None (the default; torch.compile traces that
+branch), else through _dump.call_and_dump, which saves the arguments of a call that raises (cuda_kernels._dump).
 """
 
 from __future__ import annotations
 
+import math
+import os
+
 import torch
 from torch import Tensor
 
+from cuda_kernels import _dump
+
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+# Where failing calls are dumped: CUDA_KERNELS_DUMP_DIR, read once at import; None = off (no per-call cost).
+_DUMP_DIR: str | None = _dump.dir_from_env()
+
+
+def set_dump_dir(path: str | os.PathLike | None) -> None:
+    """Dump the arguments of every failing op call into `path` from now on; None switches dumping off."""
+    global _DUMP_DIR
+    _DUMP_DIR = None if path is None else os.fspath(path)
 
 
 def _check_float(op: str, name: str, t: Tensor) -> None:
@@ -17,6 +34,19 @@ def _check_float(op: str, name: str, t: Tensor) -> None:
         t.dtype in FLOAT_DTYPES,
         lambda: f"{op}: {name} must be float32, float64, float16 or bfloat16, got {t.dtype}",
     )
+
+
+def _check_output_fits(op: str, shape: tuple, dtype: torch.dtype) -> None:
+    """As check_output_fits in csrc/checks.h: the output's byte count must fit in int64 (concrete shapes only)."""
+    if all(isinstance(s, int) for s in shape):
+        itemsize = torch.empty((), dtype=dtype, device="meta").element_size()
+        torch._check(
+            math.prod(shape) * itemsize <= 2**63 - 1,
+            lambda: (
+                f"{op}: the output would have shape {list(shape)} ({itemsize} bytes per element): "
+                "more bytes than a tensor can hold (2^63 - 1)"
+            ),
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -31,12 +61,15 @@ def square(x: Tensor) -> Tensor:
     Returns:
         A contiguous tensor of x's shape, dtype and device. float16/bfloat16 are squared in float32.
     """
-    return torch.ops.cuda_kernels.square.default(x)
+    if _DUMP_DIR is None:
+        return torch.ops.cuda_kernels.square.default(x)
+    return _dump.call_and_dump(_DUMP_DIR, "square", torch.ops.cuda_kernels.square.default, x)
 
 
 @torch.library.register_fake("cuda_kernels::square")
 def _square_fake(x: Tensor) -> Tensor:
     _check_float("cuda_kernels.square", "x", x)
+    _check_output_fits("cuda_kernels.square", tuple(x.shape), x.dtype)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
@@ -67,7 +100,9 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
     Returns:
         (M, N) contiguous, dtype of the inputs; accumulated in float32 (float64 for float64). K = 0 gives zeros.
     """
-    return torch.ops.cuda_kernels.matmul.default(a, b, variant)
+    if _DUMP_DIR is None:
+        return torch.ops.cuda_kernels.matmul.default(a, b, variant)
+    return _dump.call_and_dump(_DUMP_DIR, "matmul", torch.ops.cuda_kernels.matmul.default, a, b, variant=variant)
 
 
 @torch.library.register_fake("cuda_kernels::matmul")
@@ -86,6 +121,18 @@ def _matmul_fake(a: Tensor, b: Tensor, variant: int = 0) -> Tensor:
         a.shape[1] == b.shape[0],
         lambda: f"{op}: inner dimensions differ: a is {tuple(a.shape)} and b is {tuple(b.shape)}",
     )
+    # The variant rules of the real kernels: never negative; only 0 on the CPU; on CUDA a step of the ladder.
+    torch._check(variant >= 0, lambda: f"{op}: unknown variant {variant}; use 0 (auto) or a ladder step (>= 1)")
+    if a.device.type == "cpu":
+        torch._check(
+            variant == 0, lambda: f"{op}: variant {variant} is a CUDA kernel; the CPU has a single kernel (variant=0)"
+        )
+    elif a.device.type == "cuda":
+        from cuda_kernels import _C
+
+        steps = len(_C._matmul_variants())
+        torch._check(variant <= steps, lambda: f"{op}: unknown variant {variant}; use 0 (auto) or 1..{steps}")
+    _check_output_fits(op, (a.shape[0], b.shape[1]), a.dtype)
     return a.new_empty((a.shape[0], b.shape[1]))
 
 

@@ -55,6 +55,8 @@ void matmul_rows(const at::Tensor& a, const at::Tensor& b_acc, at::Tensor& c) {
 
 at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
   check_matmul_inputs(a, b);
+  TORCH_CHECK(variant >= 0, "cuda_kernels.matmul: unknown variant ", variant,
+              "; use 0 (auto) or, for CUDA tensors, a kernel of the ladder (>= 1)");
   TORCH_CHECK(variant == 0, "cuda_kernels.matmul: variant ", variant,
               " is a CUDA kernel; the CPU has a single kernel (variant=0)");
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);

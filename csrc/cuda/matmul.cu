@@ -1,16 +1,12 @@
-// matmul(a, b) on CUDA: validation, allocation and the choice of a kernel from the ladder in csrc/cuda/matmul/.
+// matmul on CUDA: the choice of a kernel from the ladder in csrc/cuda/matmul/.
+// Validation, the device guard and allocation happen before, in csrc/cuda/ops.cpp.
 //
 // variant = 0 picks the fastest step for the shape; variant = N forces ladder step N (tests and the benchmark
 // use this to cover and time every step).
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
-#include <c10/cuda/CUDAGuard.h>
 
 #include <iterator>
-#include <string>
 
-#include "checks.h"
 #include "cuda/matmul/ladder.h"
 #include "ops.h"
 
@@ -23,6 +19,11 @@ using matmul_ladder::Step;
 // and list it here.
 constexpr Step kLadder[] = {
     {1, "01_tiled", matmul_ladder::kAnyStrides, &matmul_ladder::launch_01_tiled},
+    {2, "02_blocktile_2d", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_02_blocktile_2d},
+    {3, "03_vectorized", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_03_vectorized},
+    {4, "04_double_buffer", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_04_double_buffer},
+    {5, "05_warptile", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_05_warptile},
+    {6, "06_async_pipeline", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_06_async_pipeline},
 };
 constexpr int kNumSteps = static_cast<int>(std::size(kLadder));
 
@@ -31,35 +32,23 @@ const Step& pick_step(int64_t /*M*/, int64_t /*N*/, int64_t /*K*/) {
   return kLadder[kNumSteps - 1];
 }
 
-std::string variant_list() {
-  std::string s;
-  for (const Step& st : kLadder) s += (s.empty() ? "" : ", ") + std::to_string(st.variant) + " (" + st.name + ")";
-  return s;
-}
-
 }  // namespace
 
-std::vector<std::pair<int64_t, std::string>> matmul_cuda_variants() {
-  std::vector<std::pair<int64_t, std::string>> out;
-  for (const Step& st : kLadder) out.emplace_back(st.variant, st.name);
-  return out;
+int64_t matmul_cuda_num_variants() {
+  return kNumSteps;
 }
 
-at::Tensor matmul_cuda(const at::Tensor& a_in, const at::Tensor& b_in, int64_t variant) {
-  check_matmul_inputs(a_in, b_in);
-  TORCH_CHECK(variant >= 0 && variant <= kNumSteps, "cuda_kernels.matmul: unknown variant ", variant,
-              "; use 0 (auto) or one of ", variant_list());
-  const c10::cuda::CUDAGuard guard(a_in.device());
+const char* matmul_cuda_variant_name(int64_t variant) {
+  return variant >= 1 && variant <= kNumSteps ? kLadder[variant - 1].name : "";
+}
+
+void matmul_cuda_launch(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& c, int64_t variant) {
   const int64_t M = a_in.size(0), K = a_in.size(1), N = b_in.size(1);
-  if (K == 0) return at::zeros({M, N}, a_in.options());  // an empty sum is 0, as in torch.mm
-  at::Tensor c = at::empty({M, N}, a_in.options());
-  if (M == 0 || N == 0) return c;
   const Step& step = variant == 0 ? pick_step(M, N, K) : kLadder[variant - 1];
   const bool row_major = step.requirements & matmul_ladder::kRowMajorInputs;
   const at::Tensor a = row_major ? a_in.contiguous() : a_in;
   const at::Tensor b = row_major ? b_in.contiguous() : b_in;
   step.launch(a, b, c);
-  return c;
 }
 
 }  // namespace cuda_kernels

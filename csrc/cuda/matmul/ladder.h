@@ -24,5 +24,15 @@ struct Step {
 
 // Step 1: 32x32 shared-memory tiles, one output per thread.
 void launch_01_tiled(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 2: 128x128 block tiles, 8x8 outputs per thread in registers (2-D register blocking).
+void launch_02_blocktile_2d(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 3: + 16-byte global loads, A transposed in shared memory, 16-byte shared reads.
+void launch_03_vectorized(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 4: + double buffering (next slab loaded into registers during the FMAs).
+void launch_04_double_buffer(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 5: + warp tiling (conflict-free, broadcast shared reads).
+void launch_05_warptile(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 6: + multi-stage cp.async pipeline, tuned tiles (dynamic shared memory), grouped tile order.
+void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -1,0 +1,456 @@
+// Ladder step 6: a multi-stage cp.async pipeline and tile sizes tuned for the H100.
+//
+// Step 5 stages the next slab in registers: ~16 registers per thread that the accumulators cannot use, a load
+// -> store round trip through the register file, and a prefetch distance of one slab. Here the loads are
+// cp.async copies (sm_80+) that go from global to shared memory without touching registers, kStages slabs deep:
+// while the FMAs run on slab t, slabs t + 1 .. t + kStages - 1 are in flight, which hides DRAM latency even with
+// one or two blocks per SM. The freed registers allow either two blocks of 256 threads per SM (8 x 8 outputs a
+// thread, at most 128 registers) or bigger thread tiles (16 x 8: 128 FMAs per 6 shared loads instead of 64 per
+// 4). The shared-memory stages exceed the static 48 KB limit, so they are dynamic shared memory, enabled with
+// cudaFuncSetAttribute (the H100 has 228 KB per SM).
+//  - A is still stored transposed: it is copied element by element (4-byte cp.async, which may scatter), each
+//    warp copying 8 consecutive k of 4 rows, which with the 4-word row padding hits 32 different banks.
+//  - B goes in 16-byte copies when its rows are 16-byte aligned (float32, N % 4 == 0), else element by element.
+//  - Out-of-range elements are zero-filled by the copy itself (cp.async's src-size operand), so edge tiles need
+//    no separate path.
+//  - Blocks walk the output in groups of kGroupM row tiles (column by column inside a group), so the blocks
+//    running at the same time share rows of A and columns of B in L2.
+// float16/bfloat16 are converted to float on the way into shared memory, so they use plain loads and stores
+// instead of cp.async (correct, not tuned); float64 uses 8-byte cp.async. Both run a small tile configuration.
+//
+// Tuning: kFp32Configs lists the float32 configurations compiled in; the launcher picks one by shape, and the
+// environment variable CUDA_KERNELS_MATMUL_06_CONFIG=<name> forces one (scripts/tune_matmul.py uses it).
+// Compiling with -DCUDA_KERNELS_MATMUL_TUNING (e.g. NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING) adds the
+// candidates that lost, to re-tune on another GPU.
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cuda/matmul/ladder.h"
+#include "cuda/utils.cuh"
+
+namespace cuda_kernels::matmul_ladder {
+namespace {
+
+constexpr int kAPad = 4;    // extra words per As row: keeps 16-byte alignment, makes the transposing copies
+                            // of a warp (8 k x 4 rows) land in 32 different banks
+constexpr int kGroupM = 8;  // row tiles per group in the block order (L2 reuse)
+constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
+
+// A block tile configuration. kBM x kBN outputs per block, kBK-deep slabs, kWM x kWN per warp, kTM x kTN per
+// thread (in 4 x 4 sub-tiles), kStages shared-memory slabs, and the minimum blocks per SM given to
+// __launch_bounds__ (2 caps registers at 65536 / (2 * threads)).
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int Stages, int MinBlocks>
+struct Config {
+  static constexpr int kBM = BM, kBN = BN, kBK = BK, kWM = WM, kWN = WN, kTM = TM, kTN = TN;
+  static constexpr int kStages = Stages, kMinBlocks = MinBlocks;
+  static constexpr int kLanesM = WM / TM;  // lanes of a warp along M
+  static constexpr int kLanesN = WN / TN;  // ... and along N
+  static constexpr int kWarpsN = BN / WN;
+  static constexpr int kThreads = 32 * (BM / WM) * kWarpsN;
+  static constexpr int kAStride = BM + kAPad;  // words between consecutive k in the transposed A slab
+  static constexpr int kAStage = BK * kAStride;
+  static constexpr int kBStage = BK * BN;
+  static_assert(kLanesM * kLanesN == 32, "a warp tile must hold exactly 32 thread patches");
+  static_assert(BM % WM == 0 && BN % WN == 0 && TM % 4 == 0 && TN % 4 == 0);
+  static_assert(BK % 8 == 0 && BM % (kThreads / 8) == 0, "A copies: 8 consecutive k of kThreads / 8 rows");
+  static_assert((BM * BK) % kThreads == 0 && (BK * BN) % kThreads == 0);
+  static_assert(Stages >= 2);
+  template <typename acc_t>
+  static constexpr size_t smem_bytes() {
+    return static_cast<size_t>(kStages) * (kAStage + kBStage) * sizeof(acc_t);
+  }
+};
+
+template <typename T>
+struct alignas(4 * sizeof(T)) Pack4 {
+  T v[4];
+};
+template <typename T>
+__device__ __forceinline__ Pack4<T> read4(const T* p) {
+  return *reinterpret_cast<const Pack4<T>*>(p);
+}
+
+// Copies kBytes from global src to shared dst, asynchronously on sm_80+; with valid = false it writes zeros
+// and reads nothing (src must still be a valid address: callers pass the matrix base).
+template <int kBytes>
+__device__ __forceinline__ void cp_async_zfill(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int src_bytes = valid ? kBytes : 0;
+  if constexpr (kBytes == 16) {
+    // .cg: bypass L1 (each 16-byte piece is read once per block).
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src), "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(saddr), "l"(src), "n"(kBytes), "r"(src_bytes));
+  }
+#else
+  struct alignas(kBytes) Chunk {
+    unsigned char b[kBytes];
+  };
+  *static_cast<Chunk*>(dst) = valid ? *static_cast<const Chunk*>(src) : Chunk{};
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Waits until at most n of this thread's committed copy groups are still in flight.
+template <int n>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
+#endif
+}
+
+// One element into shared memory: cp.async when no conversion is needed, else a load, convert and store.
+template <typename acc_t, typename scalar_t>
+__device__ __forceinline__ void copy_elem(acc_t* dst, const scalar_t* src, const scalar_t* base, bool valid) {
+  if constexpr (std::is_same_v<acc_t, scalar_t>) {
+    cp_async_zfill<sizeof(acc_t)>(dst, valid ? src : base, valid);
+  } else {
+    *dst = valid ? static_cast<acc_t>(*src) : acc_t(0);
+  }
+}
+
+// Copies the slabs of one block tile (rows row0 + [0, BM) of A, columns col0 + [0, BN) of B), one per call of
+// load_next(), into pipeline stages. Address and bounds arithmetic is done once per tile; each slab only moves
+// two pointers and one counter. A is (M, k_len) with row pitch lda, B is (k_len, N) with row pitch N.
+template <class Cfg, bool kVec, typename scalar_t>
+struct TileLoader {
+  using acc_t = at::opmath_type<scalar_t>;
+  static constexpr int T = Cfg::kThreads, BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK;
+  // A: element e = tid + l * T of the slab is row (e / 8) % BM, k 8 * ((e / 8) / BM) + e % 8: a warp copies
+  // 8 consecutive k of 4 consecutive rows (four full 32-byte sectors). As BM % (T / 8) == 0, this thread's
+  // row and k move by compile-time steps with l: rows by T / 8 per pass over the rows, k by 8 per full pass.
+  static constexpr int kARowsPerPass = T / 8;
+  // B (kVec): 16-byte chunk e = tid + l * T is row e / (BN / 4), columns 4 * (e % (BN / 4)) + [0, 4); as
+  // T % (BN / 4) == 0, this thread's column is fixed and its row moves by T / (BN / 4).
+  static constexpr int kBChunksPerRow = BN / 4;
+
+  const scalar_t* a_src;  // this thread's first A element of the next slab
+  const scalar_t* b_src;  // kVec: this thread's first B chunk of the next slab
+  int64_t k_len;          // the tile's K extent
+  int64_t k_left;         // k_len minus the next slab's first k
+  int a_rows_left;        // rows of A from this thread's first row to the end of the matrix (capped at BM)
+  bool b_col_ok;          // kVec: this thread's B column lies inside the matrix
+  bool full_tile;         // every row and column of the tile exists: only k can run out
+  int64_t col0;           // !kVec: the tile's first column
+
+  __device__ __forceinline__ TileLoader(const scalar_t* A, int64_t lda, const scalar_t* B, int64_t M, int64_t N,
+                                        int64_t k_len_, int64_t row0, int64_t col0_)
+      : k_len(k_len_), k_left(k_len_), col0(col0_) {
+    static_assert(!kVec || T % kBChunksPerRow == 0, "B copy mapping");
+    const int tid = threadIdx.x;
+    full_tile = row0 + BM <= M && col0 + BN <= N;
+    a_rows_left = static_cast<int>(std::min<int64_t>(M - row0 - tid / 8, BM));
+    a_src = A + (row0 + tid / 8) * lda + tid % 8;
+    if constexpr (kVec) {
+      const int64_t col = col0 + 4 * (tid % kBChunksPerRow);
+      b_col_ok = col < N;
+      b_src = B + (tid / kBChunksPerRow) * N + col;
+    }
+  }
+
+  // A, B, lda, N are passed again (kernel parameters: free to read, unlike members, which take registers).
+  __device__ __forceinline__ void load_next(acc_t* As, acc_t* Bs, const scalar_t* A, int64_t lda, const scalar_t* B,
+                                            int64_t N) {
+    // Full slab of a full tile (all but the edges of the output and the last slab): no bounds checks at all.
+    if (full_tile && k_left >= BK) {
+      copy_slab<false>(As, Bs, A, lda, B, N);
+    } else {
+      copy_slab<true>(As, Bs, A, lda, B, N);
+    }
+    a_src += BK;
+    if constexpr (kVec) b_src += BK * N;
+    k_left -= BK;
+  }
+
+  template <bool kChecked>
+  __device__ __forceinline__ void copy_slab(acc_t* As, acc_t* Bs, const scalar_t* A, int64_t lda, const scalar_t* B,
+                                            int64_t N) const {
+    const int tid = threadIdx.x;
+    const int a_k_left = kChecked ? static_cast<int>(std::min<int64_t>(k_left - tid % 8, BK)) : BK;
+#pragma unroll
+    for (int l = 0; l < BM * BK / T; ++l) {
+      const int dr = (l * kARowsPerPass) % BM, dk = 8 * ((l * kARowsPerPass) / BM);
+      const bool valid = !kChecked || (dr < a_rows_left && dk < a_k_left);
+      copy_elem(&As[(tid % 8 + dk) * Cfg::kAStride + tid / 8 + dr], a_src + dr * lda + dk, A, valid);
+    }
+    if constexpr (kVec) {
+      const int b_k_left = kChecked ? static_cast<int>(std::min<int64_t>(k_left - tid / kBChunksPerRow, BK)) : BK;
+#pragma unroll
+      for (int l = 0; l < BK * BN / 4 / T; ++l) {
+        const int dr = l * (T / kBChunksPerRow);
+        const bool valid = !kChecked || (b_col_ok && dr < b_k_left);
+        cp_async_zfill<16>(&Bs[(tid / kBChunksPerRow + dr) * BN + 4 * (tid % kBChunksPerRow)],
+                           valid ? b_src + dr * N : B, valid);
+      }
+    } else {
+      // Element by element: e = tid + l * T is row e / BN, column e % BN (a warp copies consecutive columns).
+      const int64_t k0 = k_len - k_left;  // the slab's first row of B
+#pragma unroll 4
+      for (int e = tid; e < BK * BN; e += T) {
+        const int r = e / BN, c = e % BN;
+        const int64_t col = col0 + c;
+        copy_elem(&Bs[r * BN + c], B + (k0 + r) * N + col, B, r < k_left && col < N);
+      }
+    }
+  }
+};
+
+// C = A @ B for one block tile per block (blockIdx.x, in grouped order). Split-K: block (x, y) sums only
+// k in [y * k_split, (y + 1) * k_split) and writes its partial tile to C + y * M * N (the launcher then adds the
+// gridDim.y partial products); without a split, gridDim.y = 1 and k_split = K.
+template <class Cfg, typename scalar_t, bool kVec>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    matmul_kernel_06_async_pipeline(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
+                                    scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K, int64_t k_split) {
+  using acc_t = at::opmath_type<scalar_t>;
+  constexpr int BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK, TM = Cfg::kTM, TN = Cfg::kTN, S = Cfg::kStages;
+  extern __shared__ __align__(128) unsigned char smem[];
+  acc_t* const As = reinterpret_cast<acc_t*>(smem);  // kStages transposed A slabs, then kStages B slabs
+  acc_t* const Bs = As + S * Cfg::kAStage;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  // This thread's rows are wm0 + i * 4 * kLanesM + [0, 4) for sub-tile i < TM / 4, its columns
+  // wn0 + j * 4 * kLanesN + [0, 4) for j < TN / 4: per k, the lanes of a warp read 4 * kLanesM adjacent A
+  // values and 4 * kLanesN adjacent B values (conflict-free 16-byte loads, broadcast across lanes).
+  const int wm0 = (warp / Cfg::kWarpsN) * Cfg::kWM + (lane / Cfg::kLanesN) * 4;
+  const int wn0 = (warp % Cfg::kWarpsN) * Cfg::kWN + (lane % Cfg::kLanesN) * 4;
+  const int64_t m_tiles = ceil_div<int64_t>(M, BM), n_tiles = ceil_div<int64_t>(N, BN);
+  // Grouped order: tiles [g * kGroupM * n_tiles, (g + 1) * kGroupM * n_tiles) cover row tiles
+  // g * kGroupM + [0, group_rows), walked down each column of tiles before moving right.
+  const int64_t tile = blockIdx.x;
+  const int64_t group = tile / (kGroupM * n_tiles);
+  const int64_t first_m = group * kGroupM;
+  const int64_t group_rows = std::min<int64_t>(m_tiles - first_m, kGroupM);
+  const int64_t in_group = tile - group * kGroupM * n_tiles;
+  const int64_t row0 = (first_m + in_group % group_rows) * BM;
+  const int64_t col0 = (in_group / group_rows) * BN;
+  // This block's share of K: A's columns and B's rows from k_begin on, k_len of them.
+  const int64_t k_begin = blockIdx.y * k_split;
+  const int64_t k_len = std::min(K - k_begin, k_split);
+  const int64_t k_tiles = ceil_div<int64_t>(k_len, BK);
+  const scalar_t* const A_k = A + k_begin;
+  const scalar_t* const B_k = B + k_begin * N;
+  C += blockIdx.y * M * N;
+
+  TileLoader<Cfg, kVec, scalar_t> loader(A_k, K, B_k, M, N, k_len, row0, col0);
+  // Prologue: slabs 0 .. S - 2 in flight, one commit group each (possibly empty, to keep the count).
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < k_tiles) loader.load_next(As + s * Cfg::kAStage, Bs + s * Cfg::kBStage, A_k, K, B_k, N);
+    cp_async_commit();
+  }
+  acc_t acc[TM][TN] = {};
+  int read_stage = 0, write_stage = S - 1;
+  for (int64_t kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<S - 2>();  // this thread's copies of slab kt have landed ...
+    __syncthreads();         // ... and everyone's; everyone also finished slab kt - 1, whose stage is refilled
+    if (kt + S - 1 < k_tiles) {
+      loader.load_next(As + write_stage * Cfg::kAStage, Bs + write_stage * Cfg::kBStage, A_k, K, B_k, N);
+    }
+    cp_async_commit();
+    const acc_t* as = As + read_stage * Cfg::kAStage;
+    const acc_t* bs = Bs + read_stage * Cfg::kBStage;
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      Pack4<acc_t> a_frag[TM / 4], b_frag[TN / 4];
+#pragma unroll
+      for (int i = 0; i < TM / 4; ++i) a_frag[i] = read4(as + k * Cfg::kAStride + wm0 + i * 4 * Cfg::kLanesM);
+#pragma unroll
+      for (int j = 0; j < TN / 4; ++j) b_frag[j] = read4(bs + k * BN + wn0 + j * 4 * Cfg::kLanesN);
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] += a_frag[i / 4].v[i % 4] * b_frag[j / 4].v[j % 4];
+      }
+    }
+    read_stage = read_stage + 1 == S ? 0 : read_stage + 1;
+    write_stage = write_stage + 1 == S ? 0 : write_stage + 1;
+  }
+  cp_async_wait<0>();  // nothing is in flight any more (the last groups are empty); for form's sake
+
+  // acc[i][j] is C(row0 + wm0 + (i / 4) * 4 * kLanesM + i % 4, col0 + wn0 + (j / 4) * 4 * kLanesN + j % 4):
+  // a warp's 16-byte stores for one (i, j) cover kLanesM rows x 16 * kLanesN contiguous bytes.
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int64_t row = row0 + wm0 + (i / 4) * 4 * Cfg::kLanesM + i % 4;
+    if (row >= M) continue;
+#pragma unroll
+    for (int j = 0; j < TN; j += 4) {
+      const int64_t col = col0 + wn0 + (j / 4) * 4 * Cfg::kLanesN;
+      scalar_t* dst = C + row * N + col;
+      if constexpr (kVec) {
+        if (col < N)
+          *reinterpret_cast<float4*>(dst) = make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if (col + q < N) dst[q] = static_cast<scalar_t>(acc[i][j + q]);
+        }
+      }
+    }
+  }
+}
+
+// Split-K epilogue: C[i] = sum over s < splits of partial[s * mn + i], 4 elements per thread (mn % 4 == 0).
+__global__ void matmul_kernel_06_splitk_reduce(const float* __restrict__ partial, float* __restrict__ C, int64_t mn,
+                                               int splits) {
+  const int64_t n4 = mn / 4;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4; i += int64_t{gridDim.x} * blockDim.x) {
+    float4 sum = reinterpret_cast<const float4*>(partial)[i];
+    for (int s = 1; s < splits; ++s) {
+      const float4 v = reinterpret_cast<const float4*>(partial + s * mn)[i];
+      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    }
+    reinterpret_cast<float4*>(C)[i] = sum;
+  }
+}
+
+// Launches one configuration, one block per output tile and `splits` blocks along K (splits > 1: float32 with
+// kVec only; partial products go to a temporary (splits, M, N) tensor, then matmul_kernel_06_splitk_reduce).
+// Raises the kernel's dynamic shared-memory limit once per device.
+template <class Cfg, typename scalar_t, bool kVec>
+void launch_config(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, int64_t splits) {
+  using acc_t = at::opmath_type<scalar_t>;
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  auto* kernel = &matmul_kernel_06_async_pipeline<Cfg, scalar_t, kVec>;
+  constexpr size_t smem = Cfg::template smem_bytes<acc_t>();
+  constexpr int kMaxDevices = 64;
+  static bool configured[kMaxDevices] = {};  // benign race: setting the attribute twice is harmless
+  const int device = c.get_device();
+  if (device >= kMaxDevices || !configured[device]) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    C10_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+    if (device < kMaxDevices) configured[device] = true;
+  }
+  const int64_t tiles = ceil_div<int64_t>(M, Cfg::kBM) * ceil_div<int64_t>(N, Cfg::kBN);
+  // Even 64 x 64 tiles reach this limit only beyond 2^43 outputs, far more than any GPU's memory.
+  TORCH_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  // Each split covers a whole number of slabs; recount the splits after rounding.
+  const int64_t k_split = splits > 1 ? ceil_div<int64_t>(ceil_div<int64_t>(K, splits), Cfg::kBK) * Cfg::kBK : K;
+  splits = ceil_div<int64_t>(K, k_split);
+  if (splits == 1) {
+    kernel<<<dim3(static_cast<unsigned>(tiles)), Cfg::kThreads, smem, stream>>>(
+        a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K, K);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  if constexpr (std::is_same_v<scalar_t, float> && kVec) {
+    at::Tensor partial = at::empty({splits, M, N}, c.options());
+    kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), Cfg::kThreads, smem, stream>>>(
+        a.const_data_ptr<float>(), b.const_data_ptr<float>(), partial.mutable_data_ptr<float>(), M, N, K, k_split);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    constexpr int kReduceThreads = 256;
+    const int64_t blocks = std::min<int64_t>(ceil_div<int64_t>(M * N / 4, kReduceThreads), 65535);
+    matmul_kernel_06_splitk_reduce<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(
+        partial.const_data_ptr<float>(), c.mutable_data_ptr<float>(), M * N, static_cast<int>(splits));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  } else {
+    TORCH_CHECK(false, "cuda_kernels.matmul: split-K is only implemented for float32");
+  }
+}
+
+// Split K when the output has fewer tiles than the GPU has SMs: aim at kMinBlocks blocks per SM in all, with
+// at least kMinSlabsPerSplit slabs in each split (the partial products cost an extra pass over M x N).
+constexpr int64_t kMinSlabsPerSplit = 8;
+int64_t choose_splits(int64_t tiles, int64_t K, int bk, int min_blocks, int sms) {
+  if (tiles >= sms) return 1;
+  const int64_t want = ceil_div<int64_t>(int64_t{sms} * min_blocks, tiles);
+  return std::max<int64_t>(1, std::min(want, K / (kMinSlabsPerSplit * bk)));
+}
+
+// float32 configurations (the launcher picks one by shape):
+// big tiles when they fill the GPU, medium tiles below that, skinny tiles for M <= 16 (M = 1: matrix-vector).
+using BigConfig = Config<128, 128, 32, 32, 64, 8, 8, 2, 2>;
+using MediumConfig = Config<64, 128, 16, 32, 64, 8, 8, 3, 4>;
+using SkinnyConfig = Config<16, 128, 16, 16, 32, 4, 4, 4, 4>;
+constexpr int64_t kSkinnyMaxM = 16;
+// float16 / bfloat16 / float64, and float32 that cannot use 16-byte copies of B.
+using ScalarConfig = Config<64, 64, 16, 32, 32, 4, 8, 2, 1>;
+
+// The float32 configurations compiled in, by the name CUDA_KERNELS_MATMUL_06_CONFIG takes:
+// BMxBNxBK_wWMxWN_tTMxTN_s<stages>_b<min blocks per SM>.
+struct Fp32Config {
+  const char* name;
+  void (*launch)(const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t splits);
+  int bm, bn, bk, min_blocks;
+};
+template <class Cfg>
+constexpr Fp32Config fp32_config(const char* name) {
+  return {name, &launch_config<Cfg, float, true>, Cfg::kBM, Cfg::kBN, Cfg::kBK, Cfg::kMinBlocks};
+}
+// The launcher's choices first (kBig, kMedium, kSkinny index them), then the tuning candidates.
+constexpr int kBig = 0, kMedium = 1, kSkinny = 2;
+const Fp32Config kFp32Configs[] = {
+    fp32_config<BigConfig>("128x128x32_w32x64_t8x8_s2_b2"),
+    fp32_config<MediumConfig>("64x128x16_w32x64_t8x8_s3_b4"),
+    fp32_config<SkinnyConfig>("16x128x16_w16x32_t4x4_s4_b4"),
+#ifdef CUDA_KERNELS_MATMUL_TUNING
+    fp32_config<Config<128, 128, 16, 32, 64, 8, 8, 3, 2>>("128x128x16_w32x64_t8x8_s3_b2"),
+    fp32_config<Config<128, 128, 32, 32, 64, 8, 8, 3, 2>>("128x128x32_w32x64_t8x8_s3_b2"),
+    fp32_config<Config<128, 128, 32, 64, 32, 8, 8, 2, 2>>("128x128x32_w64x32_t8x8_s2_b2"),
+    fp32_config<Config<64, 128, 32, 32, 64, 8, 8, 2, 4>>("64x128x32_w32x64_t8x8_s2_b4"),
+    fp32_config<Config<128, 256, 32, 32, 128, 8, 16, 2, 1>>("128x256x32_w32x128_t8x16_s2_b1"),
+    fp32_config<Config<128, 256, 16, 32, 128, 8, 16, 3, 1>>("128x256x16_w32x128_t8x16_s3_b1"),
+    fp32_config<Config<64, 64, 16, 32, 32, 4, 8, 3, 4>>("64x64x16_w32x32_t4x8_s3_b4"),
+    fp32_config<Config<32, 128, 16, 32, 32, 8, 4, 4, 4>>("32x128x16_w32x32_t8x4_s4_b4"),
+#endif
+};
+
+std::string fp32_config_names() {
+  std::string s;
+  for (const Fp32Config& cfg : kFp32Configs) s += (s.empty() ? "" : ", ") + std::string(cfg.name);
+  return s;
+}
+
+}  // namespace
+
+void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  // 16-byte copies of B and stores of C: float32, rows of b and c 16-byte aligned. (A is copied by element.)
+  const bool vec = a.scalar_type() == at::kFloat && N % 4 == 0 && is_aligned(b.const_data_ptr(), 16) &&
+                   is_aligned(c.const_data_ptr(), 16);
+  if (!vec) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul",
+                                    [&] { launch_config<ScalarConfig, scalar_t, false>(a, b, c, 1); });
+    return;
+  }
+  const int sms = sm_count(c.get_device());
+  // Tuning knobs: CUDA_KERNELS_MATMUL_06_CONFIG=<name> forces a configuration, CUDA_KERNELS_MATMUL_06_SPLITS=<n>
+  // a split-K factor.
+  const Fp32Config* cfg = nullptr;
+  if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_06_CONFIG"); forced != nullptr && forced[0] != '\0') {
+    for (const Fp32Config& candidate : kFp32Configs) {
+      if (std::strcmp(candidate.name, forced) == 0) cfg = &candidate;
+    }
+    TORCH_CHECK(cfg != nullptr, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced,
+                " is not a compiled configuration; available: ", fp32_config_names());
+  } else if (M <= kSkinnyMaxM) {
+    cfg = &kFp32Configs[kSkinny];
+  } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) >= sms) {
+    cfg = &kFp32Configs[kBig];
+  } else {
+    cfg = &kFp32Configs[kMedium];
+  }
+  const int64_t tiles = ceil_div<int64_t>(M, cfg->bm) * ceil_div<int64_t>(N, cfg->bn);
+  int64_t splits = choose_splits(tiles, K, cfg->bk, cfg->min_blocks, sms);
+  if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_06_SPLITS"); forced != nullptr && forced[0] != '\0') {
+    splits = std::max<int64_t>(1, std::min<int64_t>(std::atoll(forced), K));
+  }
+  cfg->launch(a, b, c, splits);
+}
+
+}  // namespace cuda_kernels::matmul_ladder

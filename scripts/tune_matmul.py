@@ -1,0 +1,223 @@
+#!/usr/bin/env python
+"""Times every step of the CUDA matmul ladder, and step 6's tile configurations, against torch.mm (TF32 off).
+
+    python scripts/tune_matmul.py                       # default shapes, every variant and step-6 configuration
+    python scripts/tune_matmul.py --shapes 4096 8192x1024x4096 --configs none --json out.json
+    NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING pip install --no-build-isolation -e .   # compile candidates
+
+float32 by default (--dtype for others), random normal inputs. Per case: correctness first (relative Frobenius error
+against a float64 product, which must stay under 1e-5 for float32/float64, 1e-2 for float16/bfloat16, and within 4x
+of torch.mm's), then a few warm-up calls, then at least --reps
+timed calls, each one between two CUDA events with a 256 MB buffer zeroed before it (so no call finds its inputs in
+L2); the median is reported. Shapes are M x N x K. Step 6's configurations are forced with the environment
+variable CUDA_KERNELS_MATMUL_06_CONFIG, which the launcher reads at every call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+import torch
+
+import cuda_kernels
+
+DEFAULT_SHAPES = ["1024", "2048", "4096", "8192", "4000", "8192x1024x4096", "1x4096x4096"]
+CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
+FLUSH_BYTES = 256 * 2**20
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """'4096' -> (4096, 4096, 4096); '8192x1024x4096' -> (M, N, K)."""
+    parts = [int(p) for p in text.lower().split("x")]
+    if len(parts) == 1:
+        return parts[0], parts[0], parts[0]
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"shape {text!r}: give N or MxNxK")
+    return parts[0], parts[1], parts[2]
+
+
+def step6_configs() -> list[str]:
+    """Names of the compiled step-6 float32 configurations (from the error that an unknown name raises)."""
+    a = torch.ones(4, 4, device="cuda")
+    os.environ[CONFIG_ENV] = "?"
+    try:
+        cuda_kernels.matmul(a, a, variant=6)
+    except RuntimeError as e:
+        return [s.strip() for s in str(e).split("available: ")[1].split("\n")[0].split(",")]
+    finally:
+        del os.environ[CONFIG_ENV]
+    raise RuntimeError("step 6 accepted an unknown configuration name")
+
+
+def time_call(fn: Callable[[], torch.Tensor], reps: int, flush: torch.Tensor, max_s: float) -> list[float]:
+    """Milliseconds of each of >= reps timed calls (more while under max_s seconds, up to 3 * reps)."""
+    for _ in range(3):  # warm-up: module load, cudaFuncSetAttribute, clocks
+        fn()
+    torch.cuda.synchronize()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < reps or (spent < max_s and len(times) < 3 * reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        ms = start.elapsed_time(end)
+        times.append(ms)
+        spent += ms / 1e3
+    return times
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.double() - ref).norm() / ref.norm())
+
+
+def gpu_info() -> dict[str, str]:
+    info = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": str(torch.version.cuda),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    try:
+        q = "driver_version,clocks.sm,clocks.max.sm,power.limit"
+        info["nvidia-smi"] = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+def time_shape(
+    shape: tuple[int, int, int],
+    variants: list[int],
+    names: dict[int, str],
+    configs: list[str],
+    args: argparse.Namespace,
+    flush: torch.Tensor,
+) -> tuple[list[dict], bool]:
+    """Checks and times torch.mm, each variant and each step-6 configuration at one (M, N, K); prints a table."""
+    m, n, k = shape
+    dtype = DTYPES[args.dtype]
+    gen = torch.Generator(device="cuda").manual_seed(m * 31 + n * 7 + k)
+    a = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
+    b = torch.randn(k, n, device="cuda", generator=gen).to(dtype)
+    max_err = 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5
+    ref = a.double() @ b.double()
+    flops = 2.0 * m * n * k
+    cases: list[tuple[str, Callable[[], torch.Tensor], str | None]] = [("torch.mm", lambda: torch.mm(a, b), None)]
+    for v in variants:
+        label = "v0 (auto)" if v == 0 else f"v{v} {names.get(v, '?')}"
+        cases.append((label, lambda v=v: cuda_kernels.matmul(a, b, variant=v), None))
+    for cfg in configs:
+        cases.append((f"v6[{cfg}]", lambda: cuda_kernels.matmul(a, b, variant=6), cfg))
+    torch_err = rel_error(torch.mm(a, b), ref)
+    all_ok = True
+    rows: list[dict] = []
+    for label, fn, cfg in cases:
+        if cfg is not None:
+            os.environ[CONFIG_ENV] = cfg
+        try:
+            err = rel_error(fn(), ref)
+            ok = err < max_err and err <= 4 * torch_err + 1e-7
+            times = time_call(fn, args.reps, flush, args.max_s) if ok else []
+        except RuntimeError as e:  # a launch failure: report it, keep timing the others
+            print(f"ERROR {label} at {m}x{n}x{k}: {str(e).splitlines()[0]}")
+            err, ok, times = float("nan"), False, []
+        finally:
+            os.environ.pop(CONFIG_ENV, None)
+        if not ok:
+            all_ok = False
+            print(f"WRONG {label} at {m}x{n}x{k}: rel error {err:.3g} (torch.mm {torch_err:.3g})")
+        med = statistics.median(times) if times else float("nan")
+        rows.append(
+            {
+                "shape": [m, n, k],
+                "impl": label,
+                "config": cfg,
+                "ok": ok,
+                "rel_error": err,
+                "median_ms": med,
+                "min_ms": min(times) if times else None,
+                "reps": len(times),
+                "tflops": flops / (med * 1e-3) / 1e12 if times else float("nan"),
+            }
+        )
+    base = rows[0]["tflops"]
+    print(f"\n{args.dtype} {m}x{n}x{k} (M x N x K): torch.mm {base:.2f} TFLOP/s, rel error {torch_err:.2g}")
+    for r in rows:
+        print(f"  {r['impl']:<44} {r['tflops']:8.2f} TFLOP/s {100 * r['tflops'] / base:7.1f}% of torch.mm")
+    return rows, all_ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, help="N or MxNxK (default: %(default)s)")
+    parser.add_argument("--variants", default="all", help="comma-separated ladder variants, 'all' or 'none'")
+    parser.add_argument("--configs", default="all", help="comma-separated step-6 configurations, 'all' or 'none'")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="(default float32)")
+    parser.add_argument("--reps", type=int, default=20, help="timed calls per case, at least (default 20)")
+    parser.add_argument("--max-s", type=float, default=0.5, help="time spent per case before stopping at --reps")
+    parser.add_argument("--json", help="write every measurement here")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("tune_matmul: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+    ladder = [(int(v), str(n)) for v, n in cuda_kernels._C._matmul_variants()]
+    if args.variants == "none":
+        variants = []
+    elif args.variants == "all":
+        variants = [0] + [v for v, _ in ladder]
+    else:
+        variants = [int(v) for v in args.variants.split(",")]
+    names = dict(ladder)
+    configs = [] if args.configs == "none" else step6_configs() if args.configs == "all" else args.configs.split(",")
+    if args.dtype != "float32":
+        configs = []  # the configurations are float32-only
+    info = gpu_info()
+    print(f"# {info}")
+    print(f"# variants: {ladder}; step-6 configurations: {configs}")
+
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    results: list[dict] = []
+    failed = False
+    for shape_text in args.shapes:
+        rows, ok = time_shape(parse_shape(shape_text), variants, names, configs, args, flush)
+        results += rows
+        failed |= not ok
+        torch.cuda.empty_cache()
+
+    # Summary: TFLOP/s of every implementation (rows) at every shape (columns), then % of torch.mm.
+    shapes = [list(parse_shape(t)) for t in args.shapes]
+    impls = list(dict.fromkeys(r["impl"] for r in results))
+    tf = {(r["impl"], tuple(r["shape"])): r["tflops"] for r in results}
+    head = "".join(f"{'x'.join(map(str, s)):>16}" for s in shapes)
+    for title, scale in (("TFLOP/s", False), ("% of torch.mm", True)):
+        print(f"\nsummary, {title}\n{'':<40}{head}")
+        for impl in impls:
+            cells = []
+            for s in shapes:
+                v, base = tf.get((impl, tuple(s)), float("nan")), tf.get(("torch.mm", tuple(s)), float("nan"))
+                cells.append(f"{100 * v / base if scale else v:16.1f}")
+            print(f"{impl[:40]:<40}{''.join(cells)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"info": info, "dtype": args.dtype, "results": results}, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,330 @@
+"""Tests of the benchmark harness itself (benchmark.py at the repo root). They run on the CPU in seconds."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmark.py lives at the repo root
+
+import benchmark  # noqa: E402
+import cuda_kernels  # noqa: E402
+
+CPU = ["--device", "cpu", "--no-progress"]
+
+# ---------------------------------------------------------------------------------------------------------
+# statistics
+
+
+def test_median_and_quantiles_on_known_data():
+    assert benchmark.median([3.0, 1.0, 2.0]) == 2.0
+    assert benchmark.median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    data = [float(x) for x in range(1, 9)]  # numpy: quantile(1..8, .25) = 2.75, .75 -> 6.25
+    assert benchmark.quantile(data, 0.25) == pytest.approx(2.75)
+    assert benchmark.quantile(data, 0.75) == pytest.approx(6.25)
+    assert benchmark.iqr(data) == pytest.approx(3.5)
+    assert benchmark.quantile([5.0], 0.9) == 5.0
+    with pytest.raises(ValueError):
+        benchmark.median([])
+
+
+def test_stability_rule():
+    assert not benchmark.is_stable([1.0, 1.0, 1.0], 0.01)  # too few samples to judge
+    assert benchmark.is_stable([1.0] * 10, 0.01)
+    assert benchmark.is_stable([1.0, 1.005] * 10, 0.01)
+    drifting = [1.0] * 10 + [1.2] * 10  # the last half is 20% slower than the whole
+    assert not benchmark.is_stable(drifting, 0.01)
+    assert benchmark.is_stable(drifting, 0.25)
+
+
+def test_time_fn_on_cpu_counts_and_scales():
+    calls = []
+    config = benchmark.TimingConfig(warmup_ms=1.0, min_reps=5, max_reps=12, max_time_s=0.5, check_every=4)
+    timing = benchmark.time_fn(lambda: calls.append(1), "cpu", config)
+    assert benchmark.MIN_SAMPLES <= timing.n_reps <= 12
+    assert len(calls) >= timing.n_reps + 1  # at least one warm-up call
+    assert timing.median_ms >= 0 and timing.iqr_ms >= 0
+    per_call = benchmark.time_fn(lambda: None, "cpu", config, calls_per_sample=1000)
+    assert all(s < 1.0 for s in per_call.samples_ms)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pure helpers: sizes, datasheet, metrics, checks
+
+
+def test_parse_size():
+    assert benchmark.parse_size("2^24", "square") == (2**24,)
+    assert benchmark.parse_size("1000", "square") == (1000,)
+    assert benchmark.parse_size("4096", "matmul") == (4096, 4096, 4096)
+    assert benchmark.parse_size("8192x1024x4096", "matmul") == (8192, 1024, 4096)  # M x N x K
+    for bad, op in [("4x4", "square"), ("0", "square"), ("4x4", "matmul"), ("abc", "matmul")]:
+        with pytest.raises(ValueError, match="--size"):
+            benchmark.parse_size(bad, op)
+    assert benchmark.parse_dtypes("fp32,bfloat16") == [torch.float32, torch.bfloat16]
+    assert len(benchmark.parse_dtypes("all")) == 4
+    with pytest.raises(ValueError, match="--dtype"):
+        benchmark.parse_dtypes("int8")
+
+
+def test_datasheet_lookup():
+    assert benchmark.lookup_peaks("NVIDIA H100 80GB HBM3").name == "H100 SXM"
+    assert benchmark.lookup_peaks("NVIDIA H200").hbm_tbps == 4.8
+    assert benchmark.lookup_peaks("NVIDIA A100-SXM4-80GB").fp32 == 19.5
+    assert benchmark.lookup_peaks("NVIDIA L4").bf16 == 121
+    assert benchmark.lookup_peaks("NVIDIA GeForce RTX 4090").fp32 == 82.6
+    for other in ["NVIDIA H100 PCIe", "NVIDIA L40S", "Tesla T4", "", None]:
+        assert benchmark.lookup_peaks(other) is None
+    h100 = benchmark.lookup_peaks("NVIDIA H100 80GB HBM3")
+    assert benchmark.peak_tflops(h100, torch.float32) == 66.9  # TF32 is off
+    assert benchmark.peak_tflops(h100, torch.bfloat16) == 989
+    assert benchmark.peak_tflops(h100, torch.float64) is None
+
+
+def test_metrics_from_records():
+    n = 2**20
+    case = benchmark.Case("square", torch.float32, (n,))
+    copy = benchmark.make_record(case, benchmark.Impl("copy"), benchmark.Timing([1.0]), True)
+    ref = benchmark.make_record(case, benchmark.Impl("torch"), benchmark.Timing([1.5]))
+    ours = benchmark.make_record(case, benchmark.Impl("ours"), benchmark.Timing([2.0]), True)
+    mm = benchmark.Case("matmul", torch.bfloat16, (64, 32, 16))
+    mm_ref = benchmark.make_record(mm, benchmark.Impl("torch"), benchmark.Timing([1.0]))
+    mm_ours = benchmark.make_record(mm, benchmark.Impl("ours", 0), benchmark.Timing([4.0]), True)
+    records = [copy, ref, ours, mm_ref, mm_ours]
+    benchmark.add_metrics(records, benchmark.lookup_peaks("NVIDIA H100 80GB HBM3"))
+
+    assert copy["op"] == "copy" and copy["impl"] == "torch" and copy["pct_roofline"] == pytest.approx(100)
+    assert ours["gbps"] == pytest.approx(2 * n * 4 / 2e-3 / 1e9)
+    assert ours["tflops"] is None
+    assert ours["pct_roofline"] == pytest.approx(50.0)
+    assert ours["speedup"] == pytest.approx(0.75)
+    assert ours["pct_peak"] == pytest.approx(100 * ours["gbps"] / 3350)
+    assert mm_ours["tflops"] == pytest.approx(2 * 64 * 32 * 16 / 4e-3 / 1e12)
+    assert mm_ours["gbps"] == pytest.approx((64 * 16 + 16 * 32 + 64 * 32) * 2 / 4e-3 / 1e9)
+    assert mm_ours["pct_roofline"] == pytest.approx(25.0)
+    assert mm_ours["speedup"] == pytest.approx(0.25)
+    assert mm_ours["pct_peak"] == pytest.approx(100 * mm_ours["tflops"] / 989)
+
+
+def test_checks_detect_wrong_results():
+    x = torch.randn(1000, dtype=torch.bfloat16)
+    assert benchmark.check_result("square", [x], x.float().square().bfloat16()) == (True, "")
+    wrong = x.float().square().bfloat16()
+    wrong[7] += 1
+    ok, note = benchmark.check_result("square", [x], wrong)
+    assert ok is False and "1 of 1000" in note and "first at 7" in note
+
+    a, b = torch.randn(33, 65), torch.randn(65, 17)
+    assert benchmark.check_result("matmul", [a, b], a @ b)[0] is True
+    off = a @ b
+    off[3, 4] *= 1 + 1e-4  # far beyond float32's 1e-6 relative bound
+    ok, note = benchmark.check_result("matmul", [a, b], off)
+    assert ok is False and "(3, 4)" in note
+    nan = a @ b
+    nan[0, 0] = float("nan")
+    assert benchmark.check_result("matmul", [a, b], nan)[0] is False
+
+
+def test_nvtx_paths_name_the_case():
+    assert benchmark.Case("square", torch.float32, (2**24,)).nvtx_path == ["square", "float32", "16777216"]
+    case = benchmark.Case("matmul", torch.bfloat16, (4096, 4096, 4096))
+    assert "/".join(case.nvtx_path) == "matmul/bfloat16/4096x4096x4096"
+
+
+def test_default_cpu_sweep_is_capped():
+    args = benchmark.build_parser().parse_args([])
+    cases = benchmark.select_cases(args, torch.device("cpu"))
+    assert {c.dtype for c in cases} == set(benchmark.DTYPES.values())
+    assert max(c.shape[0] for c in cases if c.op == "square") == benchmark.CPU_MAX_SQUARE_SIZE
+    assert all(math.prod(c.shape) <= benchmark.CPU_MAX_MATMUL_MACS for c in cases if c.op == "matmul")
+    gpu_cases = benchmark.select_cases(args, torch.device("cuda"))
+    assert max(c.shape[0] for c in gpu_cases if c.op == "square") == 2**28
+    assert (8192, 1024, 4096) in {c.shape for c in gpu_cases}
+
+
+def test_sizes_apply_to_the_ops_they_fit():
+    args = benchmark.build_parser().parse_args(["--size", "2^24,4096,512x256x128", "--dtype", "float32"])
+    shapes = {(c.op, c.shape) for c in benchmark.select_cases(args, torch.device("cpu"))}
+    assert shapes == {("square", (2**24,)), ("square", (4096,)), ("matmul", (4096,) * 3), ("matmul", (512, 256, 128))}
+    args = benchmark.build_parser().parse_args(["-i", "1", "--op", "square"])
+    assert [(c.op, c.dtype, c.shape) for c in benchmark.select_cases(args, torch.device("cuda"))] == [
+        ("square", torch.float32, (2**24,))
+    ]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# end to end on the CPU: JSON, CSV, plot, compare, wrong results, -i
+
+
+def run_tiny(tmp_path: Path, *extra: str, name: str = "run") -> tuple[int, dict]:
+    """A real, tiny CPU run of square 2^12 float32; returns (exit code, the JSON it wrote)."""
+    out = tmp_path / f"{name}.json"
+    code = benchmark.main(
+        ["--op", "square", "--size", "2^12", "--dtype", "float32", "--quick", "--json", str(out), *CPU, *extra]
+    )
+    return code, json.loads(out.read_text())
+
+
+def test_json_schema_of_a_real_run(tmp_path, capsys):
+    code, data = run_tiny(tmp_path, "--csv", str(tmp_path / "run.csv"))
+    assert code == 0
+    assert "ours/torch" in capsys.readouterr().out  # the table was printed
+    env = data["env"]
+    for key in [
+        "gpu",
+        "sm_clock_mhz",
+        "sm_clock_max_mhz",
+        "driver",
+        "cuda",
+        "torch",
+        "git_commit",
+        "git_dirty",
+        "build_info",
+        "host",
+        "date",
+        "settings",
+    ]:
+        assert key in env, key
+    assert env["device"] == "cpu" and env["settings"]["method"] == "wall-clock"
+    assert env["git_commit"]  # a commit hash or "unknown"
+
+    records = data["records"]
+    assert [(r["op"], r["impl"]) for r in records] == [("copy", "torch"), ("square", "torch"), ("square", "ours")]
+    for r in records:
+        assert set(benchmark.RECORD_FIELDS) <= set(r)
+        assert r["dtype"] == "float32" and r["shape"] == [4096]
+        assert r["median_ms"] > 0 and r["iqr_ms"] >= 0 and r["n_reps"] >= benchmark.MIN_SAMPLES
+        assert r["gbps"] > 0 and r["tflops"] is None and r["pct_roofline"] > 0
+    copy, _, ours = records
+    assert ours["correct"] is True and ours["speedup"] > 0
+    assert ours["pct_roofline"] == pytest.approx(100 * ours["gbps"] / copy["gbps"])
+
+    with open(tmp_path / "run.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(records) and list(rows[0]) == benchmark.RECORD_FIELDS
+    assert rows[2]["shape"] == "4096" and float(rows[2]["median_ms"]) == pytest.approx(ours["median_ms"])
+
+
+def test_matmul_run_records_mnk(tmp_path):
+    out = tmp_path / "mm.json"
+    code = benchmark.main(
+        ["--op", "matmul", "--size", "48x40x24", "--dtype", "bfloat16", "--quick", "--json", str(out), *CPU]
+    )
+    assert code == 0
+    records = json.loads(out.read_text())["records"]
+    assert [r["impl"] for r in records] == ["torch", "ours"]
+    for r in records:
+        assert r["op"] == "matmul" and r["shape"] == [48, 40, 24] and r["tflops"] > 0
+    assert records[1]["variant"] == 0 and records[1]["correct"] is True
+
+
+def test_compare_exit_code(tmp_path, capsys):
+    code, data = run_tiny(tmp_path, name="base")
+    assert code == 0
+
+    def write_scaled(factor: float, name: str) -> Path:
+        path = tmp_path / name
+        scaled = [{**r, "median_ms": r["median_ms"] * factor} for r in data["records"]]
+        path.write_text(json.dumps({"env": data["env"], "records": scaled}))
+        return path
+
+    # An old run 100x faster: every case is now far slower than the 10% threshold.
+    assert run_tiny(tmp_path, "--compare", str(write_scaled(0.01, "fast.json")))[0] == 3
+    assert "SLOWER" in capsys.readouterr().out
+    # An old run 100x slower: nothing regressed.
+    assert run_tiny(tmp_path, "--compare", str(write_scaled(100, "slow.json")))[0] == 0
+
+    # The pure function: the same times are no change; the threshold is respected.
+    same, slower = benchmark.compare_records(data["records"], data["records"], 0.10)
+    assert not slower and len(same) == 3 and all(row["change"] == 0 for row in same)
+    worse = [{**r, "median_ms": r["median_ms"] * 1.05} for r in data["records"]]
+    assert benchmark.compare_records(data["records"], worse, 0.10)[1] is False
+    assert benchmark.compare_records(data["records"], worse, 0.01)[1] is True
+
+
+def test_plot_is_written(tmp_path):
+    code, data = run_tiny(tmp_path, "--plot", str(tmp_path / "run.png"))
+    assert code == 0
+    png = (tmp_path / "run.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 1000
+    # Matmul panels (with a datasheet line) from records alone.
+    mm = benchmark.Case("matmul", torch.float16, (256, 256, 256))
+    records = [benchmark.make_record(mm, benchmark.Impl(i), benchmark.Timing([1.0])) for i in ("torch", "ours")]
+    benchmark.add_metrics(records, None)
+    benchmark.plot_records(records + data["records"], tmp_path / "mm.png", benchmark.lookup_peaks("NVIDIA L4"))
+    assert (tmp_path / "mm.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_wrong_square_is_reported_without_speed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cuda_kernels, "square", lambda x: torch.square(x) + 1)
+    code, data = run_tiny(tmp_path)
+    assert code == 1
+    ours = [r for r in data["records"] if r["impl"] == "ours"]
+    assert len(ours) == 1 and ours[0]["correct"] is False
+    assert all(ours[0][k] is None for k in ["median_ms", "iqr_ms", "gbps", "pct_roofline", "speedup"])
+    out = capsys.readouterr().out
+    assert "WRONG RESULT" in out and "4096 of 4096 elements differ" in out
+    # The references are still timed.
+    assert all(r["median_ms"] for r in data["records"] if r["impl"] == "torch")
+
+
+def test_wrong_or_raising_matmul_fails_the_run(tmp_path, monkeypatch):
+    args = ["--op", "matmul", "--size", "32", "--dtype", "float32", "--quick", *CPU]
+    monkeypatch.setattr(cuda_kernels, "matmul", lambda a, b, variant=0: torch.mm(a, b) * (1 + 1e-4))
+    assert benchmark.main(args) == 1
+
+    def broken(a, b, variant=0):
+        raise RuntimeError("cuda_kernels.matmul: boom")
+
+    monkeypatch.setattr(cuda_kernels, "matmul", broken)
+    out = tmp_path / "r.json"
+    assert benchmark.main([*args, "--json", str(out)]) == 1
+    ours = json.loads(out.read_text())["records"][-1]
+    assert ours["correct"] is False and "boom" in ours["note"] and ours["median_ms"] is None
+
+
+class CallCounter:
+    """Stands in for an op: counts calls and remembers the inputs' shapes."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.shapes = []
+
+    def __call__(self, *args, **kwargs):
+        self.shapes.append(tuple(tuple(a.shape) for a in args))
+        return self.fn(*args, **kwargs)
+
+
+def test_iters_runs_exactly_n_calls_and_nothing_else(monkeypatch, capsys):
+    ours = CallCounter(torch.square)
+    reference = CallCounter(torch.square)
+    monkeypatch.setattr(cuda_kernels, "square", ours)
+    monkeypatch.setattr(torch, "square", reference)
+    assert benchmark.main(["--op", "square", "--size", "2^10", "-i", "3", *CPU]) == 0
+    assert ours.shapes == [((1024,),)] * 3
+    assert reference.shapes == []  # no reference, no check, no warm-up
+    assert "median" not in capsys.readouterr().out  # no table
+
+
+def test_iters_without_op_runs_one_representative_case_per_op(monkeypatch):
+    square = CallCounter(lambda x: x)
+    matmul = CallCounter(lambda a, b, variant=0: a[:, :1])
+    monkeypatch.setattr(cuda_kernels, "square", square)
+    monkeypatch.setattr(cuda_kernels, "matmul", matmul)
+    assert benchmark.main(["-i", "1", *CPU]) == 0
+    assert square.shapes == [((2**24,),)]
+    m, n, k = benchmark.ITERS_CPU_MATMUL_SHAPE  # 4096 on CUDA; the CPU kernel is slow
+    assert matmul.shapes == [((m, k), (k, n))]
+
+
+def test_bad_arguments_exit_2(capsys):
+    assert benchmark.main(["--op", "square", "--size", "4x4", *CPU]) == 2
+    assert benchmark.main(["--dtype", "int8", *CPU]) == 2
+    if not torch.cuda.is_available():
+        assert benchmark.main(["--device", "cuda", "--no-progress"]) == 2
+    assert "error" in capsys.readouterr().err

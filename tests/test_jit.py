@@ -1,0 +1,114 @@
+"""The JIT loop (CUDA_KERNELS_JIT=1): builds csrc/ on import, reloads without recompiling, rebuilds only what changed.
+
+One cold CPU build (WITH_CUDA=0) in a temporary cache, shared by the tests of this file (~40-60 s on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cuda_kernels import _jit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Runs in a fresh interpreter: imports cuda_kernels in JIT mode, times it, checks the ops against torch.
+SCRIPT = r"""
+import json, sys, time
+start = time.perf_counter()
+import cuda_kernels
+import_s = time.perf_counter() - start
+import torch
+from cuda_kernels import _jit
+x = torch.randn(5, 3)
+a, b = torch.randn(4, 3, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64)
+print(json.dumps({
+    "import_s": import_s,
+    "load": _jit.LAST_LOAD,
+    "build_info": cuda_kernels.build_info(),
+    "installed_C_imported": "cuda_kernels._C" in sys.modules,
+    "square_ok": torch.equal(cuda_kernels.square(x), x * x),
+    "matmul_ok": torch.allclose(cuda_kernels.matmul(a, b), a @ b, rtol=1e-12, atol=1e-12),
+}))
+"""
+
+
+def run_jit(cache: str, **env: str) -> dict:
+    full_env = dict(os.environ, CUDA_KERNELS_JIT="1", WITH_CUDA="0", CUDA_KERNELS_JIT_DIR=cache, **env)
+    full_env["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    for var in ("DEBUG", "LINEINFO", "CUDA_KERNELS_DUMP_DIR"):
+        full_env.pop(var, None)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=full_env, cwd=ROOT, capture_output=True, text=True, timeout=1200
+    )
+    assert proc.returncode == 0, f"JIT import failed:\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def ninja_log(build_dir: str) -> list[str]:
+    """The outputs ninja built, in order (one entry per command run; the log is only appended to)."""
+    with open(os.path.join(build_dir, ".ninja_log")) as f:
+        return [line.split("\t")[3] for line in f if not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return run_jit(str(tmp_path_factory.mktemp("jit")))
+
+
+def test_cold_build_loads_the_jit_module(cold: dict) -> None:
+    assert cold["load"]["cold"] is True
+    info = cold["build_info"]
+    assert info["mode"] == "jit"
+    assert info["cuda"] is False and info["archs"] == [] and info["cuda_version"] is None and info["debug"] is False
+    assert info["path"].startswith(cold["load"]["build_dir"])
+    assert os.path.basename(info["path"]).startswith("cuda_kernels_jit_")
+    assert not cold["installed_C_imported"], "JIT mode must not import the installed cuda_kernels._C"
+    assert cold["square_ok"] and cold["matmul_ok"]
+    print(f"\nJIT cold CPU build + import: {cold['import_s']:.1f} s")
+
+
+def test_warm_load_does_not_recompile(cold: dict) -> None:
+    build_dir = cold["load"]["build_dir"]
+    before = ninja_log(build_dir)
+    warm = run_jit(os.path.dirname(build_dir))
+    assert ninja_log(build_dir) == before, "a warm import ran the compiler"
+    assert warm["load"]["cold"] is False and warm["build_info"]["mode"] == "jit"
+    assert warm["load"]["seconds"] < cold["load"]["seconds"] / 4
+    assert warm["square_ok"] and warm["matmul_ok"]
+    print(f"\nJIT warm import: {warm['import_s']:.2f} s (build step {warm['load']['seconds']:.3f} s)")
+
+
+def test_a_stale_object_is_the_only_one_rebuilt(cold: dict) -> None:
+    # Make square.o look older than its source, as an edit of csrc/cpu/square.cpp would (without touching csrc/).
+    build_dir = cold["load"]["build_dir"]
+    os.utime(os.path.join(build_dir, "square.o"), (0, 0))
+    before = ninja_log(build_dir)
+    again = run_jit(os.path.dirname(build_dir))
+    rebuilt = ninja_log(build_dir)[len(before) :]
+    assert sorted(rebuilt) == sorted(["square.o", again["load"]["name"] + ".so"])
+    assert again["square_ok"] and again["matmul_ok"]
+
+
+def test_plan_follows_the_build_switches(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("CUDA_KERNELS_JIT_DIR", str(tmp_path))
+    monkeypatch.setenv("WITH_CUDA", "0")
+    monkeypatch.setenv("DEBUG", "1")
+    p = _jit.plan()
+    assert not p.with_cuda and p.arch_list is None
+    assert p.tag.endswith("-cpu-debug") and "torch" in p.tag
+    assert p.build_dir == os.path.join(str(tmp_path), p.tag)
+    assert "-O0" in p.cfg.cxx_flags and "-DCUDA_KERNELS_DEBUG=1" in p.cfg.cxx_flags
+    monkeypatch.setenv("DEBUG", "0")
+    release = _jit.plan()
+    assert release.build_dir != p.build_dir and release.name != p.name  # both builds stay warm side by side
+
+
+def test_same_basename_sources_are_refused() -> None:
+    _jit.check_object_names(["csrc/cpu/square.cpp", "csrc/cuda/square.cu"])  # square.o and square.cuda.o: fine
+    with pytest.raises(ImportError, match="both compile to matmul.o"):
+        _jit.check_object_names(["csrc/cpu/matmul.cpp", "csrc/extra/matmul.cpp"])

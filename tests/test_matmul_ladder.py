@@ -1,0 +1,238 @@
+"""Every step of the CUDA matmul ladder (csrc/cuda/matmul/), forced with variant=N, against float64 references:
+all dtypes, edge tiles, non-contiguous and misaligned inputs, grid limits; plus the variant list and its errors."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import torch
+from conftest import EXT_HAS_CUDA, assert_matmul_close, rand, requires_cuda
+
+import cuda_kernels
+
+OP = "cuda_kernels.matmul"
+CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
+
+
+def ladder() -> list[tuple[int, str]]:
+    """[(variant, name)] as the extension reports them; empty in a CPU-only build."""
+    return [(int(v), str(n)) for v, n in cuda_kernels._C._matmul_variants()]
+
+
+VARIANTS = [v for v, _ in ladder()] if EXT_HAS_CUDA else []
+# Without CUDA kernels no variant exists; the CPU tests below still need numbers to try.
+CPU_VARIANTS = VARIANTS or [1, 2, 6]
+
+# (M, N, K): single elements, tails of every tile size used (32, 64, 128, 256 and slab depths 8, 16, 32),
+# K not a multiple of 4 (no 16-byte loads of a), N not a multiple of 4 (none of b and c), several k slabs
+# beyond the pipeline depth, and enough 128 x 128 tiles for step 6 to use its big configuration.
+SHAPES = [
+    (1, 1, 1),
+    (1, 7, 3),
+    (3, 1, 5),
+    (17, 33, 65),
+    (64, 64, 64),
+    (128, 256, 64),
+    (129, 257, 63),
+    (127, 255, 17),
+    (65, 132, 36),
+    (130, 4, 1001),
+    (256, 260, 520),
+    (33, 96, 8),
+    (1667, 1540, 40),
+]
+BIG_SHAPE = (999, 999, 999)  # float32 and bfloat16 only: the float64 reference of many of these is slow
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+def _seed(*parts: object) -> int:
+    """A seed that differs between test cases, so a stale output from an earlier case cannot pass."""
+    return sum((i + 1) * ord(ch) for i, ch in enumerate(repr(parts))) % (2**31)
+
+
+def _mm_case(variant: int, dtype: torch.dtype, m: int, n: int, k: int) -> None:
+    a = rand(m, k, dtype=dtype, device="cuda", seed=_seed(variant, dtype, m, n, k, "a"))
+    b = rand(k, n, dtype=dtype, device="cuda", seed=_seed(variant, dtype, m, n, k, "b"))
+    out = cuda_kernels.matmul(a, b, variant=variant)
+    assert out.is_contiguous()
+    assert_matmul_close(out, a, b)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The variant list and its errors (run everywhere)
+
+
+@pytest.mark.skipif(not EXT_HAS_CUDA, reason="the extension was built without CUDA: no ladder")
+def test_variants_listed_in_order():
+    steps = ladder()
+    assert len(steps) >= 6, steps
+    assert [v for v, _ in steps] == list(range(1, len(steps) + 1))
+    for v, name in steps:
+        # Names are "NN_what": the number is the variant, the file is csrc/cuda/matmul/<name>.cu.
+        assert re.fullmatch(r"\d\d_[a-z0-9_]+", name), name
+        assert int(name[:2]) == v, (v, name)
+    assert steps[0][1] == "01_tiled"
+
+
+def test_variants_empty_without_cuda():
+    if not EXT_HAS_CUDA:
+        assert ladder() == []
+
+
+@pytest.mark.parametrize("variant", CPU_VARIANTS)
+def test_cpu_rejects_ladder_variants(variant):
+    a, b = rand(3, 4), rand(4, 5)
+    with pytest.raises(RuntimeError, match=rf"{OP}: variant {variant} is a CUDA kernel"):
+        cuda_kernels.matmul(a, b, variant=variant)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", [-1, len(VARIANTS) + 1, 1000])
+def test_cuda_rejects_unknown_variant(variant):
+    a, b = rand(3, 4, device="cuda"), rand(4, 5, device="cuda")
+    with pytest.raises(
+        RuntimeError, match=rf"{OP}: unknown variant {variant}; use 0 \(auto\) or one of 1 \(01_tiled\)"
+    ):
+        cuda_kernels.matmul(a, b, variant=variant)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every step, CUDA only
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("mnk", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_step_matches_reference(variant, dtype, mnk):
+    _mm_case(variant, dtype, *mnk)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", [0, *VARIANTS])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_step_999(variant, dtype):
+    _mm_case(variant, dtype, *BIG_SHAPE)
+
+
+# Each view function gets (M, N, K) and r(*shape, seed=...), which makes random CUDA tensors of the dtype under
+# test; the views are taken on the GPU (moving a view to the GPU would make it contiguous and aligned).
+VIEWS = [
+    # a given transposed (column-major), b sliced to every other column, ...: the dispatcher copies them for the
+    # steps that need row-major inputs; step 1 reads them through their strides.
+    pytest.param(lambda m, n, k, r: (r(k, m, seed=1).t(), r(k, n, seed=2)), id="a-transposed"),
+    pytest.param(lambda m, n, k, r: (r(m, k, seed=1), r(n, k, seed=2).t()), id="b-transposed"),
+    pytest.param(lambda m, n, k, r: (r(m, 2 * k, seed=1)[:, ::2], r(k, 2 * n, seed=2)[:, 1::2]), id="column-steps"),
+    pytest.param(lambda m, n, k, r: (r(m + 1, k + 3, seed=1)[1:, 3:], r(k + 1, n + 1, seed=2)[1:, :n]), id="offset-slices"),
+    # Contiguous, but 4 bytes (one float) past a 16-byte boundary: no copy is made, so 16-byte loads must not be.
+    pytest.param(lambda m, n, k, r: (r(m * k + 1, seed=1)[1:].view(m, k), r(k * n + 1, seed=2)[1:].view(k, n)), id="misaligned"),
+    pytest.param(lambda m, n, k, r: (r(1, k, seed=1).expand(m, k), r(k, n, seed=2)), id="expanded-a"),
+]  # fmt: skip
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", [0, *VARIANTS])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("views", VIEWS)
+@pytest.mark.parametrize("mnk", [(70, 132, 92), (1, 40, 300)], ids=lambda s: "x".join(map(str, s)))
+def test_step_non_contiguous(variant, dtype, views, mnk):
+    base = _seed(variant, dtype, mnk)
+
+    def r(*shape: int, seed: int) -> torch.Tensor:
+        return rand(*shape, dtype=dtype, device="cuda", seed=base + seed)
+
+    a, b = views(*mnk, r)
+    m, n, k = mnk
+    assert a.shape == (m, k) and b.shape == (k, n)
+    assert_matmul_close(cuda_kernels.matmul(a, b, variant=variant), a, b)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", [0, *VARIANTS])
+def test_step_many_row_tiles(variant):
+    """More row tiles than gridDim.y allows (65535): M = 128 * 65535 + 200, tiny N and K."""
+    m, n, k = 128 * 65535 + 200, 3, 2
+    a = rand(m, k, device="cuda", seed=_seed(variant, "rows"))
+    b = rand(k, n, device="cuda", seed=_seed(variant, "rows", 1))
+    out = cuda_kernels.matmul(a, b, variant=variant)
+    assert_matmul_close(out, a, b)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", [0, *VARIANTS])
+def test_step_output_over_2_31_elements(variant):
+    """An (M, N) output with more than 2^31 elements: offsets like row * N must not overflow 32 bits."""
+    m, n, k = 2**16 + 3, 2**15 + 4, 4
+    need = m * n * 4 + 2 * 2**30  # the float32 output plus slack
+    free, _ = torch.cuda.mem_get_info()
+    if free < need:
+        pytest.skip(f"needs {need / 2**30:.1f} GiB of free GPU memory, {free / 2**30:.1f} GiB free")
+    a = rand(m, k, device="cuda", seed=_seed(variant, "big"))
+    b = rand(k, n, device="cuda", seed=_seed(variant, "big", 1))
+    out = cuda_kernels.matmul(a, b, variant=variant)
+    rows = torch.tensor([0, 1, 2**15, 2**16 - 1, 2**16, m - 2, m - 1], device="cuda")
+    assert_matmul_close(out[rows], a[rows], b)
+    del out
+    torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Step 6's tile configurations (CUDA_KERNELS_MATMUL_06_CONFIG forces one; tuning builds compile more)
+
+
+def _step6_configs() -> list[str]:
+    a, b = rand(4, 4, device="cuda"), rand(4, 4, device="cuda")
+    os.environ[CONFIG_ENV] = "no-such-config"
+    try:
+        with pytest.raises(RuntimeError, match=rf"{OP}: {CONFIG_ENV}=no-such-config is not a compiled") as info:
+            cuda_kernels.matmul(a, b, variant=6)
+    finally:
+        del os.environ[CONFIG_ENV]
+    names = str(info.value).split("available: ")[1].split("\n")[0]
+    return [s.strip() for s in names.split(",")]
+
+
+@requires_cuda
+@pytest.mark.gpu
+def test_step6_every_config(monkeypatch):
+    configs = _step6_configs()
+    assert len(configs) >= 3, configs
+    for name in configs:
+        monkeypatch.setenv(CONFIG_ENV, name)
+        for m, n, k in [(1, 4, 1), (129, 260, 63), (300, 516, 100)]:
+            try:
+                _mm_case(6, torch.float32, m, n, k)
+            except AssertionError as e:
+                raise AssertionError(f"configuration {name}, shape {m}x{n}x{k}: {e}") from e
+
+
+# (M, N, K) with few output tiles and a long K: step 6 splits K over several blocks (float32 with N % 4 == 0),
+# or not (N % 4 != 0, other dtypes).
+SPLIT_SHAPES = [(1, 4096, 4096), (7, 520, 3000), (100, 256, 3001), (200, 300, 2000), (16, 64, 777)]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", [0, 6])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mnk", SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_step6_split_k(variant, dtype, mnk):
+    _mm_case(variant, dtype, *mnk)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 2, 3, 7, 64, 100000])
+def test_step6_forced_splits(monkeypatch, splits):
+    """CUDA_KERNELS_MATMUL_06_SPLITS forces the split-K factor (clamped to K); every factor gives the product."""
+    monkeypatch.setenv("CUDA_KERNELS_MATMUL_06_SPLITS", str(splits))
+    for m, n, k in [(33, 132, 1000), (1, 8, 3), (260, 128, 97)]:
+        _mm_case(6, torch.float32, m, n, k)
