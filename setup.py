@@ -78,7 +78,8 @@ def _choose_cuda() -> tuple[bool, str]:
 with_cuda, why = _choose_cuda()
 arch_list = None
 if with_cuda:
-    arch_list, arch_why = cfg_mod.resolve_arch_list(gpu_visible=torch.cuda.is_available())
+    gpu_caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
+    arch_list, arch_why = cfg_mod.resolve_arch_list(gpu_caps)
     if arch_list:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
     nvcc_ver = cfg_mod.nvcc_version(_cuda_home) or "?"

@@ -61,8 +61,21 @@ def nvcc_version(cuda_home: str) -> str | None:
     return None
 
 
-def resolve_arch_list(gpu_visible: bool) -> tuple[str | None, str]:
-    """Returns (TORCH_CUDA_ARCH_LIST to use or None for torch's own choice, a line saying why).
+def visible_arch_list(capabilities: list[tuple[int, int]]) -> str | None:
+    """The visible GPUs' archs, the newest with +PTX, e.g. [(9, 0)] -> "9.0+PTX"; None without GPUs.
+
+    What torch would build for when TORCH_CUDA_ARCH_LIST is unset, spelled out so that build_info() and the
+    doctor name the real archs.
+    """
+    if not capabilities:
+        return None
+    archs = [f"{major}.{minor}" for major, minor in sorted(set(capabilities))]
+    archs[-1] += "+PTX"
+    return ";".join(archs)
+
+
+def resolve_arch_list(gpu_capabilities: list[tuple[int, int]]) -> tuple[str | None, str]:
+    """Returns (TORCH_CUDA_ARCH_LIST to use, a line saying why). gpu_capabilities: those of the visible GPUs.
 
     TORCH_CUDA_ARCH_LIST always wins. COMPUTE_CAPABILITY=90 (or 90a, 8.6, "80;90a") is a shorthand that fills
     TORCH_CUDA_ARCH_LIST only when that is unset; when both are set and differ we say so and keep the list.
@@ -77,8 +90,8 @@ def resolve_arch_list(gpu_visible: bool) -> tuple[str | None, str]:
         return arch_list, why
     if cc_list:
         return cc_list, f"COMPUTE_CAPABILITY={cc} -> TORCH_CUDA_ARCH_LIST={cc_list}"
-    if gpu_visible:
-        return None, "the visible GPU(s), as torch detects them"
+    if gpu_capabilities:
+        return visible_arch_list(gpu_capabilities), "the visible GPU(s)"
     return DEFAULT_ARCH_LIST, f"no GPU visible, default {DEFAULT_ARCH_LIST}"
 
 

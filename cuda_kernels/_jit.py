@@ -69,19 +69,6 @@ def _choose_cuda(cuda_home: str | None) -> tuple[bool, str]:
     return True, f"CUDA toolkit at {cuda_home}, torch built with CUDA {torch.version.cuda}"
 
 
-def _visible_arch_list() -> str | None:
-    """The visible GPUs' archs, the newest with +PTX: what torch builds for when TORCH_CUDA_ARCH_LIST is unset.
-
-    Spelled out (rather than left to torch) so that the cache folder and build_info() name the real archs.
-    """
-    if not torch.cuda.is_available():
-        return None
-    caps = sorted({torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
-    archs = [f"{major}.{minor}" for major, minor in caps]
-    archs[-1] += "+PTX"
-    return ";".join(archs)
-
-
 def cache_root() -> str:
     """CUDA_KERNELS_JIT_DIR, else ~/.cache/cuda_kernels/jit (XDG_CACHE_HOME honored)."""
     if os.environ.get("CUDA_KERNELS_JIT_DIR"):
@@ -105,9 +92,8 @@ def plan() -> JitPlan:
     with_cuda, why = _choose_cuda(cuda_home)
     arch_list = None
     if with_cuda:
-        arch_list, _ = bc.resolve_arch_list(gpu_visible=torch.cuda.is_available())
-        if arch_list is None:
-            arch_list = _visible_arch_list()
+        gpu_caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
+        arch_list, _ = bc.resolve_arch_list(gpu_caps)
     cfg = bc.make_config(with_cuda, arch_list, cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI))
     tag = make_tag(with_cuda, arch_list, cfg.debug, cfg.lineinfo)
     # The module name must be a C identifier (it becomes PyInit_<name>) and unique per checkout and config.
