@@ -5,8 +5,15 @@
 set -u
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} NCCL_NVLS_ENABLE=0
 OUT=${OUT:-out}; mkdir -p "$OUT"
+# The GPU machine's image sets CC/CXX to /opt/gcc wrappers; an extension built with them crashed (SIGSEGV in
+# std::ostream::operator<<(long) inside our .so) whenever a TORCH_CHECK message held a number. The system
+# compiler builds a working extension (docs/debugging.md, "Segfault while raising an error").
+if [ -x /usr/bin/g++ ] && [ "${CXX:-}" != /usr/bin/g++ ]; then
+  echo "using /usr/bin/gcc and /usr/bin/g++ instead of CC=${CC:-} CXX=${CXX:-}"
+  export CC=/usr/bin/gcc CXX=/usr/bin/g++
+fi
 PY=python3
-stage=${1:?stage: build|test|bench|debug|multi}
+stage=${1:?stage: build|test|bench|debug|multi|main|more}
 log() { printf '\n### %s (t=%ss)\n' "$*" "$SECONDS"; }
 
 build() {
@@ -24,10 +31,7 @@ build() {
   echo "one-file (square.cu) rebuild: $((SECONDS - s)) s" | tee -a "$OUT/times.txt"
 }
 
-case $stage in
-build) build ;;
-test)
-  build
+run_tests() {
   log "full test suite (not slow)"
   $PY -m pytest -q -rs -p no:cacheprovider -m "not slow" 2>&1 | tee "$OUT/pytest.log" | tail -25
   log "ncu"
@@ -37,20 +41,24 @@ test)
   ncu --clock-control none -k regex:matmul_kernel --section SpeedOfLight $PY benchmark.py --op matmul --size 4096 -i 1 2>&1 | tee "$OUT/ncu_matmul.txt" | grep -E "matmul_kernel|Duration|Compute \(SM\) Throughput" | head -6
   log "doctor"
   $PY -m cuda_kernels.doctor 2>&1 | tee "$OUT/doctor.txt" | tail -30
-  ;;
-bench)
-  build
+}
+
+run_bench() {
   log "benchmark (full sweep)"
   $PY benchmark.py --no-progress --json "$OUT/h100.json" --plot "$OUT/h100.png" 2>&1 | tee "$OUT/bench.txt" | tail -5
+}
+
+run_ladder() {
   log "matmul ladder"
   $PY benchmark.py --no-progress --op matmul --dtype float32 --ladder --size 2048,4096,8192,4000,8192x1024x4096,1x4096x4096 --json "$OUT/ladder.json" 2>&1 | tee "$OUT/ladder.txt" | tail -60
   log "do_bench cross-check"
   $PY scripts/crosscheck_do_bench.py "$OUT/crosscheck.json" 2>&1 | tee "$OUT/crosscheck.txt" | tail -12
-  ;;
-debug)
-  build
+}
+
+run_debug() {
   log "make sanitize"
-  SANITIZE_REQUIRE=1 PYTHON=$PY bash scripts/sanitize.sh 2>&1 | tee "$OUT/sanitize.txt" | tail -15
+  SANITIZE_REQUIRE=1 PYTHON=$PY SANITIZE_TESTS="${SANITIZE_TESTS:-tests/test_square.py tests/test_matmul.py tests/test_matmul_ladder.py}" \
+    bash scripts/sanitize.sh 2>&1 | tee "$OUT/sanitize.txt" | tail -15
   log "planted bug + slow GPU tests"
   $PY -m pytest -q -rs -p no:cacheprovider tests/test_sanitize.py tests/test_large.py tests/test_soak.py 2>&1 | tail -6
   HYPOTHESIS_PROFILE=gpu $PY -m pytest -q -p no:cacheprovider tests/test_properties.py -k cuda 2>&1 | tail -3
@@ -63,7 +71,15 @@ os.environ["CUDA_KERNELS_JIT"] = "1"
 t = time.perf_counter(); import cuda_kernels; print(f"JIT warm import: {time.perf_counter() - t:.2f} s")
 PY
   done
-  ;;
+}
+
+case $stage in
+build) build ;;
+test) build; run_tests ;;
+bench) build; run_bench; run_ladder ;;
+debug) build; run_debug ;;
+main) build; run_tests; run_bench ;;
+more) build; run_ladder; run_debug ;;
 multi)
   build
   log "two-GPU and NCCL tests"
@@ -72,3 +88,5 @@ multi)
   ;;
 esac
 echo "stage $stage done in $SECONDS s"
+# At most 8 files come back from the device machine: pack the logs, keep JSON and plots apart.
+(cd "$OUT" && tar czf "logs-$stage.tgz" --remove-files ./*.txt ./*.log 2>/dev/null)
