@@ -297,14 +297,24 @@ def _no_sync() -> None:
     pass
 
 
+# GPU head start per call in a batch (host time to enqueue flush + events + one call is ~20-50 us), capped.
+HEAD_START_US = 100
+MAX_HEAD_START_US = 50_000
+SLEEP_CYCLES_PER_US = 2_000  # torch.cuda._sleep spins clock cycles; ~2 GHz SM clock (H100 boost is 1.98 GHz)
+
+
 def _time_cuda_batch(fn: Callable[[], Any], flush: Tensor | None, reps: int) -> list[float]:
     """Enqueues reps (flush, start event, call, end event) without waiting in between, then reads the events.
 
     Not synchronizing inside the batch lets the CPU run ahead, so the launch of each call is hidden behind the
-    flush before it and the events see only the GPU time of the call.
+    flush before it and the events see only the GPU time of the call. That holds only while the CPU stays ahead:
+    an op whose host path (Python wrapper, dispatcher) takes longer than the flush would starve the GPU, and its
+    events would time the host instead. So the batch starts with the GPU spinning for HEAD_START_US per call
+    (torch.cuda._sleep), long enough for the CPU to enqueue the whole batch behind it.
     """
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    torch.cuda._sleep(int(min(reps * HEAD_START_US, MAX_HEAD_START_US) * SLEEP_CYCLES_PER_US))
     for i in range(reps):
         if flush is not None:
             flush.zero_()
