@@ -107,7 +107,7 @@ ext = Extension(
     sources=sources,
     include_dirs=[os.path.join(ROOT, "csrc")],
     extra_compile_args=extra,
-    extra_link_args=["-g"] if cfg.debug else [],
+    extra_link_args=(["-g"] if cfg.debug else []) + cfg_mod.openmp_flags(),
 )
 
 

@@ -140,6 +140,13 @@ def sources(with_cuda: bool) -> list[str]:
     return srcs
 
 
+def openmp_flags() -> list[str]:
+    """-fopenmp where torch's CPU parallelism is OpenMP (Linux builds of torch); none elsewhere (macOS clang)."""
+    import sys
+
+    return ["-fopenmp"] if sys.platform.startswith("linux") else []
+
+
 @dataclass
 class BuildConfig:
     with_cuda: bool
@@ -165,7 +172,9 @@ def make_config(with_cuda: bool, arch_list: str | None, cxx11_abi: bool | None =
     ]
     opt = ["-O0", "-g"] if debug else ["-O3"]
     # No -std flag: torch.utils.cpp_extension picks the standard its headers need (C++17 or C++20).
-    cxx = [*opt, *defines]
+    # -fopenmp: at::parallel_for is a header template that runs on OpenMP in torch's Linux builds; compiled
+    # without it, the CPU kernels silently run on one thread.
+    cxx = [*opt, *defines, *openmp_flags()]
     nvcc = [*defines]
     if debug:
         nvcc += ["-O0", "-g", "-G"]

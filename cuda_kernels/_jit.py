@@ -180,7 +180,7 @@ def load() -> ModuleType:
             file=sys.stderr,
             flush=True,
         )
-    ldflags = ["-g"] if p.cfg.debug else []
+    ldflags = (["-g"] if p.cfg.debug else []) + bc.openmp_flags()
     start = time.perf_counter()
     try:
         with _env(
