@@ -28,6 +28,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import platform
 import subprocess
 import sys
@@ -984,6 +985,8 @@ def collect_env(device: torch.device, settings: dict[str, Any]) -> dict[str, Any
     """What produced these numbers: device, clocks, versions, git commit, build, host, date, settings."""
     commit = _run_quiet(["git", "rev-parse", "HEAD"])
     status = _run_quiet(["git", "status", "--porcelain"]) if commit else None
+    if not commit and os.environ.get("CUDA_KERNELS_GIT_COMMIT"):  # a copy of the tree without .git (GPU machine)
+        commit = os.environ["CUDA_KERNELS_GIT_COMMIT"]
     env: dict[str, Any] = {
         "device": device.type,
         "gpu": None,

@@ -47,12 +47,13 @@ constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 // A block tile configuration. kBM x kBN outputs per block, kBK-deep slabs, kWM x kWN per warp, kTM x kTN per
 // thread (in 4 x 4 sub-tiles), kStages shared-memory slabs, and the minimum blocks per SM given to
 // __launch_bounds__ (2 caps registers at 65536 / (2 * threads)).
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int Stages, int MinBlocks, int CopyParts = 1>
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int Stages, int MinBlocks, bool ColumnOrder = false>
 struct Config {
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kWM = WM, kWN = WN, kTM = TM, kTN = TN;
   static constexpr int kStages = Stages, kMinBlocks = MinBlocks;
-  // The copies of the next slab are issued in kCopyParts bursts spread over the FMAs of the current slab.
-  static constexpr int kCopyParts = CopyParts;
+  // Order of the kTM x kTN FMAs per k: row by row (false) or column by column (true). Same arithmetic; it
+  // changes which operand the compiler keeps in the operand reuse cache, and so its register allocation.
+  static constexpr bool kColumnOrder = ColumnOrder;
   static constexpr int kLanesM = WM / TM;  // lanes of a warp along M
   static constexpr int kLanesN = WN / TN;  // ... and along N
   static constexpr int kWarpsN = BN / WN;
@@ -64,7 +65,7 @@ struct Config {
   static_assert(BM % WM == 0 && BN % WN == 0 && TM % 4 == 0 && TN % 4 == 0);
   static_assert(BK % 8 == 0 && BM % (kThreads / 8) == 0, "A copies: 8 consecutive k of kThreads / 8 rows");
   static_assert((BM * BK) % kThreads == 0 && (BK * BN) % kThreads == 0);
-  static_assert(Stages >= 2 && BK % CopyParts == 0);
+  static_assert(Stages >= 2);
   template <typename acc_t>
   static constexpr size_t smem_bytes() {
     return static_cast<size_t>(kStages) * (kAStage + kBStage) * sizeof(acc_t);
@@ -162,34 +163,28 @@ struct TileLoader {
     }
   }
 
-  // Issues part `part` of `parts` of the copies of the next slab (all of them with parts = 1); after the last
-  // part, advance() moves on to the following slab. A, B, lda, N are passed again: kernel parameters are free to
-  // read, members take registers.
-  template <int parts>
-  __device__ __forceinline__ void load_part(int part, acc_t* As, acc_t* Bs, const scalar_t* A, int64_t lda,
-                                            const scalar_t* B, int64_t N) const {
+  // Copies the next slab into the stage at As / Bs and moves on. A, B, lda, N are passed again: kernel
+  // parameters are free to read, members take registers.
+  __device__ __forceinline__ void load_next(acc_t* As, acc_t* Bs, const scalar_t* A, int64_t lda, const scalar_t* B,
+                                            int64_t N) {
     // Full slab of a full tile (all but the edges of the output and the last slab): no bounds checks at all.
     if (full_tile && k_left >= BK) {
-      copy_slab<false, parts>(part, As, Bs, A, lda, B, N);
+      copy_slab<false>(As, Bs, A, lda, B, N);
     } else {
-      copy_slab<true, parts>(part, As, Bs, A, lda, B, N);
+      copy_slab<true>(As, Bs, A, lda, B, N);
     }
-  }
-  __device__ __forceinline__ void advance(int64_t N) {
     a_src += BK;
     if constexpr (kVec) b_src += BK * N;
     k_left -= BK;
   }
 
-  // Copy number l of this thread belongs to part l % parts (part is a constant once the caller is unrolled).
-  template <bool kChecked, int parts>
-  __device__ __forceinline__ void copy_slab(int part, acc_t* As, acc_t* Bs, const scalar_t* A, int64_t lda,
-                                            const scalar_t* B, int64_t N) const {
+  template <bool kChecked>
+  __device__ __forceinline__ void copy_slab(acc_t* As, acc_t* Bs, const scalar_t* A, int64_t lda, const scalar_t* B,
+                                            int64_t N) const {
     const int tid = threadIdx.x;
     const int a_k_left = kChecked ? static_cast<int>(std::min<int64_t>(k_left - tid % 8, BK)) : BK;
 #pragma unroll
     for (int l = 0; l < BM * BK / T; ++l) {
-      if (l % parts != part) continue;
       const int dr = (l * kARowsPerPass) % BM, dk = 8 * ((l * kARowsPerPass) / BM);
       const bool valid = !kChecked || (dr < a_rows_left && dk < a_k_left);
       copy_elem(&As[(tid % 8 + dk) * Cfg::kAStride + tid / 8 + dr], a_src + dr * lda + dk, A, valid);
@@ -198,13 +193,12 @@ struct TileLoader {
       const int b_k_left = kChecked ? static_cast<int>(std::min<int64_t>(k_left - tid / kBChunksPerRow, BK)) : BK;
 #pragma unroll
       for (int l = 0; l < BK * BN / 4 / T; ++l) {
-        if (l % parts != (parts - 1 - part)) continue;  // B's few copies go with the later parts
         const int dr = l * (T / kBChunksPerRow);
         const bool valid = !kChecked || (b_col_ok && dr < b_k_left);
         cp_async_zfill<16>(&Bs[(tid / kBChunksPerRow + dr) * BN + 4 * (tid % kBChunksPerRow)],
                            valid ? b_src + dr * N : B, valid);
       }
-    } else if (part == 0) {
+    } else {
       // Element by element: e = tid + l * T is row e / BN, column e % BN (a warp copies consecutive columns).
       const int64_t k0 = k_len - k_left;  // the slab's first row of B
 #pragma unroll 4
@@ -258,40 +252,41 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
   // Prologue: slabs 0 .. S - 2 in flight, one commit group each (possibly empty, to keep the count).
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
-    if (s < k_tiles) {
-      loader.template load_part<1>(0, As + s * Cfg::kAStage, Bs + s * Cfg::kBStage, A_k, K, B_k, N);
-      loader.advance(N);
-    }
+    if (s < k_tiles) loader.load_next(As + s * Cfg::kAStage, Bs + s * Cfg::kBStage, A_k, K, B_k, N);
     cp_async_commit();
   }
   acc_t acc[TM][TN] = {};
   int read_stage = 0, write_stage = S - 1;
   for (int64_t kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<S - 2>();  // this thread's copies of slab kt have landed ...
-    __syncthreads();         // ... and everyone's; everyone also finished slab kt - 1, whose stage is refilled
-    const bool load = kt + S - 1 < k_tiles;  // slab kt + S - 1 goes into the stage slab kt - 1 used
+    cp_async_wait<S - 2>();      // this thread's copies of slab kt have landed ...
+    __syncthreads();             // ... and everyone's; everyone also finished slab kt - 1, whose stage is refilled
+    if (kt + S - 1 < k_tiles) {  // slab kt + S - 1 goes into the stage that slab kt - 1 used
+      loader.load_next(As + write_stage * Cfg::kAStage, Bs + write_stage * Cfg::kBStage, A_k, K, B_k, N);
+    }
+    cp_async_commit();
     const acc_t* as = As + read_stage * Cfg::kAStage;
     const acc_t* bs = Bs + read_stage * Cfg::kBStage;
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      constexpr int kPartK = BK / Cfg::kCopyParts;  // k steps between bursts of copies
-      if (load && k % kPartK == 0) {
-        loader.template load_part<Cfg::kCopyParts>(k / kPartK, As + write_stage * Cfg::kAStage,
-                                                   Bs + write_stage * Cfg::kBStage, A_k, K, B_k, N);
-      }
       Pack4<acc_t> a_frag[TM / 4], b_frag[TN / 4];
 #pragma unroll
       for (int i = 0; i < TM / 4; ++i) a_frag[i] = read4(as + k * Cfg::kAStride + wm0 + i * 4 * Cfg::kLanesM);
 #pragma unroll
       for (int j = 0; j < TN / 4; ++j) b_frag[j] = read4(bs + k * BN + wn0 + j * 4 * Cfg::kLanesN);
+      if constexpr (Cfg::kColumnOrder) {
 #pragma unroll
-      for (int i = 0; i < TM; ++i) {
+        for (int j = 0; j < TN; ++j) {
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] += a_frag[i / 4].v[i % 4] * b_frag[j / 4].v[j % 4];
+          for (int i = 0; i < TM; ++i) acc[i][j] += a_frag[i / 4].v[i % 4] * b_frag[j / 4].v[j % 4];
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] += a_frag[i / 4].v[i % 4] * b_frag[j / 4].v[j % 4];
+        }
       }
     }
-    if (load) loader.advance(N);
-    cp_async_commit();
     read_stage = read_stage + 1 == S ? 0 : read_stage + 1;
     write_stage = write_stage + 1 == S ? 0 : write_stage + 1;
   }
@@ -422,11 +417,9 @@ const Fp32Config kFp32Configs[] = {
     fp32_config<Config<128, 256, 32, 32, 128, 8, 16, 3, 1>>("128x256x32_w32x128_t8x16_s3_b1"),
     fp32_config<Config<64, 128, 16, 32, 64, 8, 8, 3, 4>>("64x128x16_w32x64_t8x8_s3_b4"),
     fp32_config<Config<32, 128, 16, 32, 32, 8, 4, 4, 4>>("32x128x16_w32x32_t8x4_s4_b4"),
-    fp32_config<Config<128, 128, 32, 32, 64, 8, 8, 3, 2, 2>>("128x128x32_w32x64_t8x8_s3_b2_p2"),
-    fp32_config<Config<128, 128, 32, 32, 64, 8, 8, 3, 2, 4>>("128x128x32_w32x64_t8x8_s3_b2_p4"),
-    fp32_config<Config<128, 128, 32, 32, 64, 8, 8, 2, 2, 4>>("128x128x32_w32x64_t8x8_s2_b2_p4"),
     fp32_config<Config<256, 128, 8, 64, 64, 16, 8, 3, 1>>("256x128x8_w64x64_t16x8_s3_b1"),
-    fp32_config<Config<256, 128, 16, 64, 64, 16, 8, 3, 1, 2>>("256x128x16_w64x64_t16x8_s3_b1_p2"),
+    fp32_config<Config<128, 128, 32, 32, 64, 8, 8, 3, 2, true>>("128x128x32_w32x64_t8x8_s3_b2_col"),
+    fp32_config<Config<128, 256, 32, 32, 128, 8, 16, 3, 1, true>>("128x256x32_w32x128_t8x16_s3_b1_col"),
 #endif
 };
 
