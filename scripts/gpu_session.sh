@@ -13,7 +13,7 @@ if [ -x /usr/bin/g++ ] && [ "${CXX:-}" != /usr/bin/g++ ]; then
   export CC=/usr/bin/gcc CXX=/usr/bin/g++
 fi
 PY=python3
-stage=${1:?stage: build|test|bench|debug|multi|main|more}
+stage=${1:?stage: build|test|bench|debug|multi|main|more|final}
 log() { printf '\n### %s (t=%ss)\n' "$*" "$SECONDS"; }
 
 build() {
@@ -58,10 +58,11 @@ run_ladder() {
 run_debug() {
   log "make sanitize"
   SANITIZE_REQUIRE=1 PYTHON=$PY SANITIZE_TESTS="${SANITIZE_TESTS:-tests/test_square.py tests/test_matmul.py tests/test_matmul_ladder.py}" \
+    SANITIZE_K="${SANITIZE_K:-not 999 and not 4096}" timeout "${SANITIZE_TIMEOUT:-300}" \
     bash scripts/sanitize.sh 2>&1 | tee "$OUT/sanitize.txt" | tail -15
   log "planted bug + slow GPU tests"
-  $PY -m pytest -q -rs -p no:cacheprovider tests/test_sanitize.py tests/test_large.py tests/test_soak.py 2>&1 | tail -6
-  HYPOTHESIS_PROFILE=gpu $PY -m pytest -q -p no:cacheprovider tests/test_properties.py -k cuda 2>&1 | tail -3
+  $PY -m pytest -q -rs -p no:cacheprovider tests/test_sanitize.py tests/test_large.py tests/test_soak.py 2>&1 | tee "$OUT/slow.log" | tail -6
+  HYPOTHESIS_PROFILE=gpu timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_properties.py -k cuda 2>&1 | tail -3
   log "JIT loop: cold and warm import"
   export CUDA_KERNELS_JIT_DIR=/tmp/jit
   s=$SECONDS; CUDA_KERNELS_JIT=1 $PY -c "import cuda_kernels as c; print(c.build_info()['mode'])"; echo "JIT cold: $((SECONDS - s)) s" | tee -a "$OUT/times.txt"
@@ -80,6 +81,7 @@ bench) build; run_bench; run_ladder ;;
 debug) build; run_debug ;;
 main) build; run_tests; run_bench ;;
 more) build; run_ladder; run_debug ;;
+final) build; run_bench; run_ladder; run_debug ;;
 multi)
   build
   log "two-GPU and NCCL tests"
