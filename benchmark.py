@@ -44,6 +44,7 @@ import torch
 from torch import Tensor
 
 import cuda_kernels
+from cuda_kernels.testing import matmul_error_bound
 
 REPO_ROOT = Path(__file__).resolve().parent
 
@@ -79,19 +80,6 @@ ITERS_SQUARE_SIZE = 2**24
 ITERS_MATMUL_SHAPE = (4096, 4096, 4096)
 ITERS_CPU_MATMUL_SHAPE = (1024, 1024, 1024)  # the CPU kernel needs ~8 s at 4096
 
-# matmul error bound, the same model as tests/conftest.py (Higham's probabilistic bound for a dot product):
-#   |out - ref| <= u_out * |ref| + tiny_out + sqrt(K) * u_acc * (|a| @ |b|)
-# ref = a.double() @ b.double() from the same (already rounded) inputs; u_out is the unit roundoff of the output
-# dtype (one final rounding; tiny_out, half the smallest subnormal, for results that underflow), u_acc that of the
-# accumulator (float32; float64 for float64). Wrong indexing, a dropped K tail or accumulating in TF32/bf16 exceed
-# it by orders of magnitude, while a correct fp32-accumulating kernel (cuBLAS, MKL) stays well inside it.
-UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
-ACCUMULATOR = {
-    torch.float64: torch.float64,
-    torch.float32: torch.float32,
-    torch.float16: torch.float32,
-    torch.bfloat16: torch.float32,
-}
 # --size for matmul: larger dimensions are surely a typo (2^24 meant for square, say).
 MAX_MATMUL_DIM = 65536
 # Shapes whose float64 reference may be skipped (with a note) when it does not fit in memory.
@@ -493,16 +481,9 @@ def check_matmul(a: Tensor, b: Tensor, out: Tensor) -> tuple[bool | None, str]:
 
 
 def matmul_reference(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
-    """(ref, bound): float64 a @ b and the elementwise error bound for a's dtype (see UNIT_ROUNDOFF)."""
-    a64, b64 = a.double(), b.double()
-    ref = a64 @ b64
-    u_out = UNIT_ROUNDOFF[a.dtype]
-    u_acc = UNIT_ROUNDOFF[ACCUMULATOR[a.dtype]]
-    tiny_out = torch.finfo(a.dtype).smallest_normal * torch.finfo(a.dtype).eps / 2
-    bound = a64.abs() @ b64.abs()
-    bound *= (1 + u_out) * math.sqrt(max(1, a.shape[1])) * u_acc
-    bound += u_out * ref.abs() + tiny_out
-    return ref, bound
+    """(ref, bound): float64 a @ b and the elementwise error bound (cuda_kernels.testing, same as the tests)."""
+    ref = a.double() @ b.double()
+    return ref, matmul_error_bound(a, b, ref)
 
 
 def matmul_ladder() -> list[tuple[int, str]]:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import cuda_kernels
+from cuda_kernels.testing import matmul_error_bound  # noqa: F401  (tests import it from here)
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
@@ -23,29 +24,7 @@ requires_cuda = pytest.mark.skipif(bool(CUDA_SKIP_REASON), reason=CUDA_SKIP_REAS
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[requires_cuda, pytest.mark.gpu])]
 
-# matmul tolerance per dtype, from the standard error model of a dot product (Higham, probabilistic form):
-#   |out - ref| <= u_out * |ref| + tiny_out + sqrt(K) * u_acc * (|a| @ |b|)
-# ref is computed in float64 from the same (already rounded) inputs; u_out is the unit roundoff of the output
-# dtype (rounding the result once; tiny_out, half its smallest subnormal, for results that underflow), u_acc that
-# of the accumulator (fp32; fp64 for fp64). Indexing bugs, a
-# dropped K tail or accumulating in a narrower type (tf32, bf16) all exceed it by orders of magnitude.
-UNIT_ROUNDOFF = {
-    torch.float64: 2.0**-53,
-    torch.float32: 2.0**-24,
-    torch.float16: 2.0**-11,
-    torch.bfloat16: 2.0**-8,
-}
-ACCUMULATOR = {torch.float64: torch.float64, torch.float32: torch.float32, torch.float16: torch.float32,
-               torch.bfloat16: torch.float32}  # fmt: skip
-
-
-def matmul_error_bound(a: torch.Tensor, b: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """Elementwise bound on |cuda_kernels.matmul(a, b) - ref| (ref = float64 a @ b), see above."""
-    u_out = UNIT_ROUNDOFF[a.dtype]
-    u_acc = UNIT_ROUNDOFF[ACCUMULATOR[a.dtype]]
-    abs_prod = (a.double().abs() @ b.double().abs()).to(ref.device)
-    tiny_out = torch.finfo(a.dtype).smallest_normal * torch.finfo(a.dtype).eps / 2
-    return u_out * ref.abs() + tiny_out + (1 + u_out) * max(1, a.shape[1]) ** 0.5 * u_acc * abs_prod
+# matmul tolerance: the error model in cuda_kernels/testing.py (shared with benchmark.py).
 
 
 def assert_matmul_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:

@@ -25,9 +25,10 @@ VARIANTS = [v for v, _ in ladder()] if EXT_HAS_CUDA else []
 # Without CUDA kernels no variant exists; the CPU tests below still need numbers to try.
 CPU_VARIANTS = VARIANTS or [1, 2, 6]
 
-# (M, N, K): single elements, tails of every tile size used (32, 64, 128, 256 and slab depths 8, 16, 32),
-# K not a multiple of 4 (no 16-byte loads of a), N not a multiple of 4 (none of b and c), several k slabs
-# beyond the pipeline depth, and enough 128 x 128 tiles for step 6 to use its big configuration.
+# (M, N, K): single elements, tails of every tile size used (16, 32, 64, 128, 256 and slab depths 8, 16, 32),
+# K not a multiple of 4 (no 16-byte loads of a), N not a multiple of 4 (none of b and c), more k slabs than
+# pipeline stages. In step 6, the shapes with few output tiles and K >= 256 take the split-K path, 1667 x 1540
+# enough 128 x 128 tiles (with edges) for one block per tile.
 SHAPES = [
     (1, 1, 1),
     (1, 7, 3),

@@ -1,27 +1,31 @@
 // Ladder step 6: a multi-stage cp.async pipeline and tile sizes tuned for the H100.
 //
-// Step 5 stages the next slab in registers: ~16 registers per thread that the accumulators cannot use, a load
-// -> store round trip through the register file, and a prefetch distance of one slab. Here the loads are
-// cp.async copies (sm_80+) that go from global to shared memory without touching registers, kStages slabs deep:
-// while the FMAs run on slab t, slabs t + 1 .. t + kStages - 1 are in flight, which hides DRAM latency even with
-// one or two blocks per SM. The freed registers allow either two blocks of 256 threads per SM (8 x 8 outputs a
-// thread, at most 128 registers) or bigger thread tiles (16 x 8: 128 FMAs per 6 shared loads instead of 64 per
-// 4). The shared-memory stages exceed the static 48 KB limit, so they are dynamic shared memory, enabled with
-// cudaFuncSetAttribute (the H100 has 228 KB per SM).
+// Step 5 stages the next slab in registers: 16 registers per thread that the accumulators cannot use, a load ->
+// store round trip through the register file, and a prefetch distance of one slab. Here the loads are cp.async
+// copies (sm_80+) that go from global to shared memory without touching registers, kStages slabs deep: while the
+// FMAs run on slab t, slabs t + 1 .. t + kStages - 1 are in flight. The registers freed let two blocks of 256
+// threads (8 x 8 outputs each, at most 128 registers) share an SM, so one block's FMAs fill the other's barrier
+// waits. The float32 tile (BigConfig) is 128 x 128 with 32-deep slabs in 3 stages: 100 KB of shared memory per
+// block, 200 KB per SM, more than the static 48 KB limit, so it is dynamic shared memory enabled with
+// cudaFuncSetAttribute (the H100 has 228 KB per SM). Deeper slabs mean fewer barriers and less copy overhead per
+// FMA: the unrolled loop of a slab is 2048 FMAs and ~240 other instructions.
 //  - A is still stored transposed: it is copied element by element (4-byte cp.async, which may scatter), each
 //    warp copying 8 consecutive k of 4 rows, which with the 4-word row padding hits 32 different banks.
 //  - B goes in 16-byte copies when its rows are 16-byte aligned (float32, N % 4 == 0), else element by element.
-//  - Out-of-range elements are zero-filled by the copy itself (cp.async's src-size operand), so edge tiles need
-//    no separate path.
+//  - Out-of-range elements are zero-filled by the copy itself (cp.async's src-size operand); tiles and slabs
+//    that lie wholly inside the matrices (all but the edges) skip the bounds checks.
 //  - Blocks walk the output in groups of kGroupM row tiles (column by column inside a group), so the blocks
 //    running at the same time share rows of A and columns of B in L2.
+//  - Too few tiles to fill the GPU (small M or N, e.g. 1024^3, or M = 1): K is split over several blocks that
+//    write partial products, summed by a second kernel (float32). M <= 16 uses 16-row tiles.
 // float16/bfloat16 are converted to float on the way into shared memory, so they use plain loads and stores
 // instead of cp.async (correct, not tuned); float64 uses 8-byte cp.async. Both run a small tile configuration.
 //
 // Tuning: kFp32Configs lists the float32 configurations compiled in; the launcher picks one by shape, and the
-// environment variable CUDA_KERNELS_MATMUL_06_CONFIG=<name> forces one (scripts/tune_matmul.py uses it).
-// Compiling with -DCUDA_KERNELS_MATMUL_TUNING (e.g. NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING) adds the
-// candidates that lost, to re-tune on another GPU.
+// environment variables CUDA_KERNELS_MATMUL_06_CONFIG=<name> and CUDA_KERNELS_MATMUL_06_SPLITS=<n> force a
+// configuration and a split-K factor (scripts/tune_matmul.py uses them). Compiling with
+// -DCUDA_KERNELS_MATMUL_TUNING (e.g. NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING pip install ...) adds the
+// candidates that lost on the H100, to re-tune on another GPU; docs/matmul.md has their timings.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/ops/empty.h>
@@ -47,13 +51,10 @@ constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 // A block tile configuration. kBM x kBN outputs per block, kBK-deep slabs, kWM x kWN per warp, kTM x kTN per
 // thread (in 4 x 4 sub-tiles), kStages shared-memory slabs, and the minimum blocks per SM given to
 // __launch_bounds__ (2 caps registers at 65536 / (2 * threads)).
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int Stages, int MinBlocks, bool ColumnOrder = false>
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int Stages, int MinBlocks>
 struct Config {
   static constexpr int kBM = BM, kBN = BN, kBK = BK, kWM = WM, kWN = WN, kTM = TM, kTN = TN;
   static constexpr int kStages = Stages, kMinBlocks = MinBlocks;
-  // Order of the kTM x kTN FMAs per k: row by row (false) or column by column (true). Same arithmetic; it
-  // changes which operand the compiler keeps in the operand reuse cache, and so its register allocation.
-  static constexpr bool kColumnOrder = ColumnOrder;
   static constexpr int kLanesM = WM / TM;  // lanes of a warp along M
   static constexpr int kLanesN = WN / TN;  // ... and along N
   static constexpr int kWarpsN = BN / WN;
@@ -211,11 +212,27 @@ struct TileLoader {
   }
 };
 
+// Shared memory one SM offers blocks on the architecture being compiled (the device pass for each arch sees its
+// own __CUDA_ARCH__): kMinBlocks is only promised to __launch_bounds__ where that many blocks fit, so the A100
+// (164 KB, one 100 KB block) is not given a register cap it gains nothing from (ptxas spilled under it).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+constexpr size_t kArchSmemPerSm = 227 * 1024;
+#elif __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870
+constexpr size_t kArchSmemPerSm = 163 * 1024;
+#else
+constexpr size_t kArchSmemPerSm = 99 * 1024;
+#endif
+template <class Cfg, typename acc_t>
+constexpr int arch_min_blocks() {
+  constexpr size_t kPerBlock = Cfg::template smem_bytes<acc_t>() + 1024;  // + the 1 KB the driver reserves
+  return static_cast<int>(std::max<size_t>(1, std::min<size_t>(Cfg::kMinBlocks, kArchSmemPerSm / kPerBlock)));
+}
+
 // C = A @ B for one block tile per block (blockIdx.x, in grouped order). Split-K: block (x, y) sums only
 // k in [y * k_split, (y + 1) * k_split) and writes its partial tile to C + y * M * N (the launcher then adds the
 // gridDim.y partial products); without a split, gridDim.y = 1 and k_split = K.
 template <class Cfg, typename scalar_t, bool kVec>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+__global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, at::opmath_type<scalar_t>>()))
     matmul_kernel_06_async_pipeline(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
                                     scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K, int64_t k_split) {
   using acc_t = at::opmath_type<scalar_t>;
@@ -273,18 +290,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
       for (int i = 0; i < TM / 4; ++i) a_frag[i] = read4(as + k * Cfg::kAStride + wm0 + i * 4 * Cfg::kLanesM);
 #pragma unroll
       for (int j = 0; j < TN / 4; ++j) b_frag[j] = read4(bs + k * BN + wn0 + j * 4 * Cfg::kLanesN);
-      if constexpr (Cfg::kColumnOrder) {
 #pragma unroll
-        for (int j = 0; j < TN; ++j) {
+      for (int i = 0; i < TM; ++i) {
 #pragma unroll
-          for (int i = 0; i < TM; ++i) acc[i][j] += a_frag[i / 4].v[i % 4] * b_frag[j / 4].v[j % 4];
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < TM; ++i) {
-#pragma unroll
-          for (int j = 0; j < TN; ++j) acc[i][j] += a_frag[i / 4].v[i % 4] * b_frag[j / 4].v[j % 4];
-        }
+        for (int j = 0; j < TN; ++j) acc[i][j] += a_frag[i / 4].v[i % 4] * b_frag[j / 4].v[j % 4];
       }
     }
     read_stage = read_stage + 1 == S ? 0 : read_stage + 1;
@@ -418,8 +427,6 @@ const Fp32Config kFp32Configs[] = {
     fp32_config<Config<64, 128, 16, 32, 64, 8, 8, 3, 4>>("64x128x16_w32x64_t8x8_s3_b4"),
     fp32_config<Config<32, 128, 16, 32, 32, 8, 4, 4, 4>>("32x128x16_w32x32_t8x4_s4_b4"),
     fp32_config<Config<256, 128, 8, 64, 64, 16, 8, 3, 1>>("256x128x8_w64x64_t16x8_s3_b1"),
-    fp32_config<Config<128, 128, 32, 32, 64, 8, 8, 3, 2, true>>("128x128x32_w32x64_t8x8_s3_b2_col"),
-    fp32_config<Config<128, 256, 32, 32, 128, 8, 16, 3, 1, true>>("128x256x32_w32x128_t8x16_s3_b1_col"),
 #endif
 };
 

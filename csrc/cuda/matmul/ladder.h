@@ -32,7 +32,8 @@ void launch_03_vectorized(const at::Tensor& a, const at::Tensor& b, at::Tensor& 
 void launch_04_double_buffer(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 // Step 5: + warp tiling (conflict-free, broadcast shared reads).
 void launch_05_warptile(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
-// Step 6: + multi-stage cp.async pipeline, tuned tiles (dynamic shared memory), grouped tile order.
+// Step 6: + 3-stage cp.async pipeline, 128x128x32 tiles in dynamic shared memory, 2 blocks per SM, grouped tile
+// order, split-K for outputs with few tiles.
 void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -1,0 +1,45 @@
+"""Reference checks shared by the tests (tests/conftest.py) and the benchmark (benchmark.py).
+
+matmul error model, for c = a @ b of dtype T with K-term dot products accumulated in type A (float32; float64
+for float64), compared with ref = a.double() @ b.double() computed from the same (already rounded) inputs:
+
+    |c - ref| <= u_out * |ref| + tiny_out + min(K, LAMBDA * sqrt(K)) * u_acc * (|a| @ |b|)
+
+u_out, the unit roundoff of T, covers rounding the result once; tiny_out (half T's smallest subnormal) covers
+results that underflow; the last term is the accumulation error. Its deterministic worst case is K * u_acc
+(Higham, gamma_K); for sums of rounding errors that behave like independent random variables it is
+LAMBDA * sqrt(K) * u_acc with probability at least 1 - 2 * exp(-LAMBDA^2 / 2) per element (Higham and Mary,
+2019): LAMBDA = 6 gives 3e-8, negligible over the ~10^7 elements a test run checks. Wrong indexing, a dropped
+K tail or accumulating in TF32 or bf16 exceed the bound by orders of magnitude for large K.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+UNIT_ROUNDOFF = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
+ACCUMULATOR = {
+    torch.float64: torch.float64,
+    torch.float32: torch.float32,
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+}
+LAMBDA = 6.0  # probabilistic-bound confidence factor, see the module docstring
+
+
+def accumulation_factor(k: int) -> float:
+    """min(K, LAMBDA * sqrt(K)): the deterministic bound for short sums, the probabilistic one for long sums."""
+    k = max(1, k)
+    return min(float(k), LAMBDA * math.sqrt(k))
+
+
+def matmul_error_bound(a: Tensor, b: Tensor, ref: Tensor) -> Tensor:
+    """Elementwise bound on |cuda_kernels.matmul(a, b) - ref|, ref = a.double() @ b.double() (module docstring)."""
+    u_out = UNIT_ROUNDOFF[a.dtype]
+    u_acc = UNIT_ROUNDOFF[ACCUMULATOR[a.dtype]]
+    tiny_out = torch.finfo(a.dtype).smallest_normal * torch.finfo(a.dtype).eps / 2
+    abs_prod = (a.double().abs() @ b.double().abs()).to(ref.device)
+    return u_out * ref.abs() + tiny_out + (1 + u_out) * accumulation_factor(a.shape[1]) * u_acc * abs_prod
