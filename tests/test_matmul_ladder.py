@@ -207,7 +207,8 @@ def _step6_configs() -> list[str]:
 @pytest.mark.gpu
 def test_step6_every_config(monkeypatch):
     configs = _step6_configs()
-    assert len(configs) >= 3, configs
+    # The two the launcher picks from (big tiles, and 16-row tiles for M <= 16); more with -DCUDA_KERNELS_MATMUL_TUNING.
+    assert len(configs) >= 2, configs
     for name in configs:
         monkeypatch.setenv(CONFIG_ENV, name)
         for m, n, k in [(1, 4, 1), (129, 260, 63), (300, 516, 100)]:
