@@ -4,9 +4,8 @@
 // csrc/cuda/<op>.cu (kernels + a launcher) with its checks/allocation in csrc/cuda/ops.cpp, then add one schema
 // and two impl lines in csrc/api.cpp.
 //
-// Why checks live in .cpp files, not .cu: error messages are built there by the host compiler that built torch.
-// On the GPU machine a TORCH_CHECK with a formatted message thrown from nvcc-compiled host code crashed the
-// process, while the same check from a .cpp file raised cleanly.
+// Checks and allocation live in .cpp files so that .cu files hold only kernels and their launchers: one place per
+// op for validation, and the messages are built by the same host compiler as the rest of the extension.
 #pragma once
 
 #include <ATen/core/Tensor.h>

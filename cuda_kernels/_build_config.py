@@ -159,9 +159,9 @@ class BuildConfig:
 
 
 def make_config(with_cuda: bool, arch_list: str | None, cxx11_abi: bool | None = None) -> BuildConfig:
-    """Compiler flags. cxx11_abi: torch._C._GLIBCXX_USE_CXX11_ABI, passed explicitly to g++ AND to nvcc's host
-    compiler: a host compiler whose default libstdc++ ABI differs from torch's builds fine but crashes when a
-    std::string crosses into libc10 (seen on the GPU machine: TORCH_CHECK messages from .cu files segfaulted)."""
+    """Compiler flags. cxx11_abi: torch._C._GLIBCXX_USE_CXX11_ABI, passed explicitly to g++ and to nvcc's host
+    compiler, so a host compiler whose default libstdc++ ABI differs from torch's cannot build an extension whose
+    std::string objects crash when they cross into libc10."""
     debug = env_flag("DEBUG")
     lineinfo = env_flag("LINEINFO")
     defines = [
