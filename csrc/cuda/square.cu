@@ -144,12 +144,12 @@ unsigned grid_size(int64_t work_items) {
   return static_cast<unsigned>(std::max<int64_t>(1, ceil_div<int64_t>(work_items, int64_t{kThreads} * kUnroll)));
 }
 
+// layout: coalesce(x) for non-contiguous x (ignored for contiguous x).
 template <typename scalar_t, typename index_t>
-void launch(const at::Tensor& x, at::Tensor& y, cudaStream_t stream) {
+void launch(const at::Tensor& x, const StridedLayout& layout, at::Tensor& y, cudaStream_t stream) {
   const int64_t n = x.numel();
   const scalar_t* in = x.const_data_ptr<scalar_t>();
   scalar_t* out = y.mutable_data_ptr<scalar_t>();
-  StridedLayout layout = x.is_contiguous() ? StridedLayout{} : coalesce(x);
   const bool contiguous = x.is_contiguous() || (layout.ndim == 1 && layout.strides[0] == 1);
   if (contiguous) {
     const unsigned grid = grid_size(n / Pack<scalar_t>::kVec);
@@ -167,9 +167,11 @@ void launch(const at::Tensor& x, at::Tensor& y, cudaStream_t stream) {
 }  // namespace
 
 void square_cuda_launch(const at::Tensor& x_in, at::Tensor& out) {
+  StridedLayout layout = x_in.is_contiguous() ? StridedLayout{} : coalesce(x_in);
   // Rare: more non-mergeable dims than the strided kernel carries; copy to contiguous first.
-  const bool too_many_dims = !x_in.is_contiguous() && coalesce(x_in).ndim > kMaxDims;
+  const bool too_many_dims = layout.ndim > kMaxDims;
   const at::Tensor x = too_many_dims ? x_in.contiguous() : x_in;
+  if (too_many_dims) layout = StridedLayout{};
   // 32-bit indices while every index and offset fits (with headroom for base + u * kThreads); 64-bit beyond.
   int64_t max_offset = 0;  // the largest element offset from the data pointer that the kernel reads
   for (int64_t d = 0; d < x.dim(); ++d) max_offset += (x.size(d) - 1) * x.stride(d);
@@ -177,9 +179,9 @@ void square_cuda_launch(const at::Tensor& x_in, at::Tensor& out) {
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.get_device()).stream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "cuda_kernels.square", [&] {
     if (use_32bit) {
-      launch<scalar_t, int32_t>(x, out, stream);
+      launch<scalar_t, int32_t>(x, layout, out, stream);
     } else {
-      launch<scalar_t, int64_t>(x, out, stream);
+      launch<scalar_t, int64_t>(x, layout, out, stream);
     }
   });
 }

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "cuda/matmul/ladder.h"
+#include "cuda/matmul/pack4.cuh"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -28,22 +29,6 @@ constexpr int kAPad = 4;  // extra words per As row: keeps 16-byte alignment, sp
 constexpr int kThreadsN = kBN / kTN;               // 16
 constexpr int kThreads = (kBM / kTM) * kThreadsN;  // 256
 constexpr int kMaxGridY = 65535;
-
-// Four consecutive values, aligned so that a copy of one is a single 16-byte access for float.
-template <typename T>
-struct alignas(4 * sizeof(T)) Pack4 {
-  T v[4];
-};
-
-// Shared-memory copies of 4 aligned values (one 16-byte instruction for float).
-template <typename T>
-__device__ __forceinline__ Pack4<T> read4(const T* p) {
-  return *reinterpret_cast<const Pack4<T>*>(p);
-}
-template <typename T>
-__device__ __forceinline__ void write4(T* p, const Pack4<T>& v) {
-  *reinterpret_cast<Pack4<T>*>(p) = v;
-}
 
 // Reads src[row][col .. col+3] of a row-major (rows x cols) matrix as acc_t, zeros outside the matrix.
 // kVec: float32, cols % 4 == 0 and src 16-byte aligned, so col (a multiple of 4) is all in or all out.

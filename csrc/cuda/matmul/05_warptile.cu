@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "cuda/matmul/ladder.h"
+#include "cuda/matmul/pack4.cuh"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -35,22 +36,6 @@ constexpr int kWarpsN = kBN / kWN;                    // 2 warps along N ...
 constexpr int kThreads = 32 * (kBM / kWM) * kWarpsN;  // ... times 4 along M: 256 threads
 static_assert(kLanesM * kLanesN == 32, "a warp tile must hold exactly 32 thread patches");
 constexpr int kMaxGridY = 65535;
-
-// Four consecutive values, aligned so that a copy of one is a single 16-byte access for float.
-template <typename T>
-struct alignas(4 * sizeof(T)) Pack4 {
-  T v[4];
-};
-
-// Shared-memory copies of 4 aligned values (one 16-byte instruction for float).
-template <typename T>
-__device__ __forceinline__ Pack4<T> read4(const T* p) {
-  return *reinterpret_cast<const Pack4<T>*>(p);
-}
-template <typename T>
-__device__ __forceinline__ void write4(T* p, const Pack4<T>& v) {
-  *reinterpret_cast<Pack4<T>*>(p) = v;
-}
 
 // Reads p[0 .. 3] as acc_t: four consecutive elements of one row of a row-major matrix, zeros for those
 // outside it. line_ok says whether the row exists; element i exists when pos + i < limit, pos being p[0]'s index

@@ -38,6 +38,7 @@
 #include <string>
 
 #include "cuda/matmul/ladder.h"
+#include "cuda/matmul/pack4.cuh"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -72,15 +73,6 @@ struct Config {
     return static_cast<size_t>(kStages) * (kAStage + kBStage) * sizeof(acc_t);
   }
 };
-
-template <typename T>
-struct alignas(4 * sizeof(T)) Pack4 {
-  T v[4];
-};
-template <typename T>
-__device__ __forceinline__ Pack4<T> read4(const T* p) {
-  return *reinterpret_cast<const Pack4<T>*>(p);
-}
 
 // Copies kBytes from global src to shared dst, asynchronously on sm_80+; with valid = false it writes zeros
 // and reads nothing (src must still be a valid address: callers pass the matrix base).
