@@ -20,6 +20,13 @@ elif not EXT_HAS_CUDA:
 else:
     CUDA_SKIP_REASON = ""
 
+if CUDA_SKIP_REASON:
+    TWO_GPU_SKIP_REASON = CUDA_SKIP_REASON
+elif torch.cuda.device_count() < 2:
+    TWO_GPU_SKIP_REASON = f"needs two GPUs, {torch.cuda.device_count()} visible"
+else:
+    TWO_GPU_SKIP_REASON = ""
+
 requires_cuda = pytest.mark.skipif(bool(CUDA_SKIP_REASON), reason=CUDA_SKIP_REASON or "n/a")
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[requires_cuda, pytest.mark.gpu])]

@@ -11,8 +11,7 @@ import subprocess
 import sys
 
 import pytest
-import torch
-from conftest import CUDA_SKIP_REASON
+from conftest import TWO_GPU_SKIP_REASON
 
 import cuda_kernels
 
@@ -60,12 +59,7 @@ def test_ddp_check_can_fail() -> None:
     assert "grad" in proc.stderr or "param" in proc.stderr, proc.stderr[-3000:]
 
 
-if CUDA_SKIP_REASON:
-    TWO_GPU_SKIP = CUDA_SKIP_REASON
-elif torch.cuda.device_count() < 2:
-    TWO_GPU_SKIP = f"needs two GPUs, {torch.cuda.device_count()} visible"
-else:
-    TWO_GPU_SKIP = ""
+TWO_GPU_SKIP = TWO_GPU_SKIP_REASON
 
 
 @pytest.mark.gpu

@@ -11,16 +11,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import CUDA_SKIP_REASON, DTYPES, assert_matmul_close, rand
+from conftest import DTYPES, TWO_GPU_SKIP_REASON, assert_matmul_close, rand
 
 import cuda_kernels
 
-if CUDA_SKIP_REASON:
-    SKIP = CUDA_SKIP_REASON
-elif torch.cuda.device_count() < 2:
-    SKIP = f"needs two GPUs, {torch.cuda.device_count()} visible"
-else:
-    SKIP = ""
+SKIP = TWO_GPU_SKIP_REASON
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(SKIP), reason=SKIP or "n/a")]
 
