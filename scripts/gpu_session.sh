@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU-machine session that produces the figures quoted in docs/ and in issue notes, in stages that each fit
-# one 10-minute device call:   bash scripts/gpu_session.sh build|test|bench|debug|multi
+# one 10-minute device call:   bash scripts/gpu_session.sh build|test|bench|debug|sanitize|hyp|costs|multi
 # Logs and JSON go to $OUT (default ./out). Build only what runs: TORCH_CUDA_ARCH_LIST=9.0a on an H100/H200.
 set -u
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} NCCL_NVLS_ENABLE=0
@@ -13,7 +13,7 @@ if [ -x /usr/bin/g++ ] && [ "${CXX:-}" != /usr/bin/g++ ]; then
   export CC=/usr/bin/gcc CXX=/usr/bin/g++
 fi
 PY=python3
-stage=${1:?stage: build|test|bench|debug|multi|main|more|final}
+stage=${1:?stage: build|test|bench|debug|sanitize|hyp|costs|multi|main|more|final}
 log() { printf '\n### %s (t=%ss)\n' "$*" "$SECONDS"; }
 
 build() {
@@ -24,7 +24,8 @@ build() {
   local s=$SECONDS
   $PY -m pip install --no-build-isolation -v -e . >"$OUT/build.log" 2>&1 || { tail -60 "$OUT/build.log"; exit 1; }
   echo "clean build: $((SECONDS - s)) s" | tee -a "$OUT/times.txt"
-  grep -E "^ *cuda_kernels:" "$OUT/build.log" | head -2
+  grep -E "^ *cuda_kernels:" "$OUT/build.log" | head -1
+  case $stage in build | test) ;; *) return ;; esac  # the one-file rebuild time only where it is reported
   touch csrc/cuda/square.cu
   s=$SECONDS
   $PY -m pip install --no-build-isolation -e . >"$OUT/rebuild.log" 2>&1
@@ -74,6 +75,36 @@ PY
   done
 }
 
+# make sanitize on the whole GPU suite, one tool at a time, each bounded by what is left of SANITIZE_BUDGET
+# seconds (default 480) counted from the start of this script, so the stage fits one device call.
+run_sanitize() {
+  local tool left
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+    left=$(( ${SANITIZE_BUDGET:-480} - SECONDS ))
+    if [ "$left" -lt 30 ]; then echo "sanitize: $tool NOT RUN (budget spent)" | tee -a "$OUT/sanitize.txt"; continue; fi
+    log "make sanitize: $tool (bounded to $left s)"
+    SANITIZE_REQUIRE=1 PYTHON=$PY SANITIZE_TOOLS=$tool SANITIZE_LOG_DIR=$OUT/sanitize timeout "$left" \
+      bash scripts/sanitize.sh 2>&1 | tee -a "$OUT/sanitize.txt" | tail -12
+    [ "${PIPESTATUS[0]}" = 124 ] && echo "sanitize: $tool TIMED OUT after $left s" | tee -a "$OUT/sanitize.txt"
+    grep -A12 "slowest" "$OUT/sanitize/$tool.log" | head -14 >> "$OUT/sanitize.txt"
+  done
+  (cd "$OUT" && tar czf sanitize-logs.tgz --remove-files sanitize 2>/dev/null)
+}
+
+# The larger hypothesis profile on the GPU, bounded to HYP_BUDGET seconds (default 300).
+run_hyp() {
+  log "hypothesis gpu profile"
+  HYPOTHESIS_PROFILE=gpu timeout "${HYP_BUDGET:-300}" $PY -m pytest -v -x -p no:cacheprovider \
+    --hypothesis-show-statistics tests/test_properties.py -k cuda 2>&1 | tee "$OUT/hyp.log" | tail -40
+}
+
+# What the debugging switches cost (release, CUDA_LAUNCH_BLOCKING=1, LINEINFO=1, DEBUG=1) and build times.
+run_costs() {
+  log "debug costs"
+  export CUDA_KERNELS_JIT_DIR=/tmp/jit
+  $PY scripts/debug_costs.py --json "$OUT/debug_costs.json" 2>&1 | tee "$OUT/costs.txt"
+}
+
 case $stage in
 build) build ;;
 test) build; run_tests ;;
@@ -82,6 +113,9 @@ debug) build; run_debug ;;
 main) build; run_tests; run_bench ;;
 more) build; run_ladder; run_debug ;;
 final) build; run_bench; run_ladder; run_debug ;;
+sanitize) build; run_sanitize ;;
+hyp) build; run_hyp ;;
+costs) build; run_costs ;;
 multi)
   build
   log "two-GPU and NCCL tests"

@@ -10,7 +10,10 @@
 #   SANITIZE_MARK       pytest -m expression             (default: "gpu and not slow": the CUDA cases)
 #   SANITIZE_K          pytest -k expression             (default: none)
 #   SANITIZE_TESTS      test paths                       (default: tests/)
-#   SANITIZE_KERNEL     check only kernels whose name contains this (compute-sanitizer --kernel-name kns=...)
+#   SANITIZE_KERNEL     check only kernels whose mangled name matches this regular expression
+#                       (default: "square_kernel|matmul_kernel", the project's kernels, except for initcheck: "all",
+#                       every kernel, torch's too. initcheck sees only the writes of the kernels it checks, so with a
+#                       filter, data written by torch.full or torch.randn looks uninitialized.)
 #   SANITIZE_FLAGS      extra compute-sanitizer flags, e.g. "--print-limit 20"
 #   SANITIZE_LOG_DIR    full logs                        (default: build/sanitize)
 #   COMPUTE_SANITIZER   the binary                       (default: on PATH, else $CUDA_HOME/bin, /usr/local/cuda/bin)
@@ -19,7 +22,9 @@
 # The tests run with PYTORCH_NO_CUDA_MEMORY_CACHING=1: torch's caching allocator hands out slices of large
 # cudaMalloc blocks, so an access just past a tensor stays inside the block and memcheck cannot see it, and a
 # reused block looks initialized to initcheck. Each tensor gets its own cudaMalloc instead (slower, exact).
-# CUDA_KERNELS_SANITIZE=1 is exported so tests can pick small shapes (the sanitizers slow kernels 10-100x).
+# CUDA_KERNELS_SANITIZE=<tool> is exported: under racecheck, initcheck and synccheck the tests marked `heavy`
+# skip (tests/conftest.py: the same kernels on 999^3 and larger shapes take minutes there; memcheck runs them),
+# and hypothesis uses its small "sanitize" profile.
 # tests/test_sanitize.py is left out: it runs compute-sanitizer itself, on a planted bug.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -65,8 +70,6 @@ else:
 fi
 
 mkdir -p "$LOG_DIR"
-filter=()
-[ -n "${SANITIZE_KERNEL:-}" ] && filter=(--kernel-name "kns=$SANITIZE_KERNEL")
 k_args=()
 [ -n "${SANITIZE_K:-}" ] && k_args=(-k "$SANITIZE_K")
 
@@ -74,15 +77,22 @@ echo "sanitize: $SAN, tools: $TOOLS; tests: pytest -m \"$MARK\" ${SANITIZE_K:+-k
 failed=0
 for tool in $TOOLS; do
     log="$LOG_DIR/$tool.log"
+    default_kernels="square_kernel|matmul_kernel"
+    [ "$tool" = initcheck ] && default_kernels=all
+    kernels=${SANITIZE_KERNEL:-$default_kernels}
+    filter=()
+    [ "$kernels" != all ] && filter=(--kernel-name "regex=$kernels")
     start=$SECONDS
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 CUDA_KERNELS_SANITIZE=1 \
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 CUDA_KERNELS_SANITIZE=$tool \
         "$SAN" --tool "$tool" --error-exitcode 99 --target-processes all ${filter[@]+"${filter[@]}"} ${EXTRA[@]+"${EXTRA[@]}"} \
-        "$PYTHON" -m pytest -q -p no:cacheprovider -m "$MARK" ${k_args[@]+"${k_args[@]}"} \
+        "$PYTHON" -m pytest -v -rs -p no:cacheprovider -o console_output_style=times --durations=10 -m "$MARK" ${k_args[@]+"${k_args[@]}"} \
         --ignore=tests/test_sanitize.py "${TESTS[@]}" > "$log" 2>&1
     rc=$?
-    # One "ERROR SUMMARY: N errors" line per process the sanitizer followed.
-    errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$log" | awk '{n += $3} END {print n + 0}')
-    summaries=$(grep -c 'ERROR SUMMARY' "$log")
+    # One summary line per process the sanitizer followed: "ERROR SUMMARY: N errors", or for racecheck
+    # "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)" (a warning is a hazard too: counted).
+    errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|\([0-9]+ errors?, [0-9]+ warnings?\)' "$log" |
+        tr -d '(,' | awk '/SUMMARY/ {n += $3; next} {n += $1 + $3} END {print n + 0}')
+    summaries=$(grep -cE '(ERROR|RACECHECK) SUMMARY' "$log")
     # pytest's last line, e.g. "12 passed, 40 deselected in 3.1s".
     tests=$(grep -E '^=* *[0-9]+ (passed|failed|skipped|deselected|error)' "$log" | tail -n 1 | tr -d '=' | xargs)
     status=ok
@@ -90,8 +100,8 @@ for tool in $TOOLS; do
         status=FAIL
         failed=1
     fi
-    printf 'sanitize: %-9s %-4s %s errors, exit %s, %ss, tests: %s (log: %s)\n' \
-        "$tool" "$status" "$errors" "$rc" "$((SECONDS - start))" "${tests:-none}" "$log"
+    printf 'sanitize: %-9s %-4s %s errors, exit %s, %ss, kernels: %s, tests: %s (log: %s)\n' \
+        "$tool" "$status" "$errors" "$rc" "$((SECONDS - start))" "$kernels" "${tests:-none}" "$log"
     if [ "$status" = FAIL ]; then
         [ "$rc" -eq 5 ] && echo "    pytest collected no test: check SANITIZE_MARK / SANITIZE_K"
         [ "$summaries" -eq 0 ] && echo "    no ERROR SUMMARY in the log: compute-sanitizer did not run to the end"

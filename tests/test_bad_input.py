@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -45,7 +45,8 @@ class Case:
 
     expect: OK, an Err, or {device: OK | Err} where the devices differ. `only`: the devices the row runs on;
     device-independent rows (meta tensors, cpu+cuda pairs built by the row itself) run once. `extra(args, out)`
-    adds row-specific checks to an OK row.
+    adds row-specific checks to an OK row. `heavy`: a big kernel, skipped under the slow sanitizer tools
+    (tests/conftest.py).
     """
 
     id: str
@@ -56,7 +57,8 @@ class Case:
     only: tuple[str, ...] = ("cpu", "cuda")
     needs_cuda: bool = False
     extra: Callable | None = None
-    tags: tuple[str, ...] = field(default=())
+    heavy: bool = False
+    api_error: bool = False  # the row makes a CUDA API call fail on purpose (skipped under make sanitize)
 
 
 def _special_values(dtype: torch.dtype, device: str) -> torch.Tensor:
@@ -295,7 +297,8 @@ def _build_cases() -> list[Case]:
     # --- sizes past the kernels' grid limits and past 2^31 (cheap: expanded inputs, early errors) -----------------
     # M > 65535 * 128: more row tiles than gridDim.y allows for every step of the ladder.
     add(Case("mm-tall-M-past-gridDim.y", "matmul",
-             lambda d: (rand(65535 * 128 + 5, 2, device=d), rand(2, 3, device=d, seed=1)), OK))  # fmt: skip
+             lambda d: (rand(65535 * 128 + 5, 2, device=d), rand(2, 3, device=d, seed=1)), OK,
+             heavy=True))  # fmt: skip
     add(Case("sq-output-bytes-overflow", "square", lambda d: (torch.ones(1, 1, device=d).expand(2**31, 2**31),),
              Err(RuntimeError, rf"{SQ}: the output would have shape \[2147483648, 2147483648\] \(4 bytes per "
                                r"element\): more bytes than a tensor can hold")))  # fmt: skip
@@ -304,10 +307,10 @@ def _build_cases() -> list[Case]:
              Err(RuntimeError, rf"{MM}: the output would have shape \[1099511627776, 1099511627776\]")))  # fmt: skip
     # Representable but not allocatable (4 PiB): the allocator's error, with the op named.
     add(Case("sq-output-alloc-fails", "square", lambda d: (torch.ones(1, device=d).expand(2**50),),
-             Err(RuntimeError, rf"(?i)(memory|allocate).*raised inside {SQ}")))  # fmt: skip
+             Err(RuntimeError, rf"(?i)(memory|allocate).*raised inside {SQ}"), api_error=True))  # fmt: skip
     add(Case("mm-output-alloc-fails", "matmul",
              lambda d: (torch.ones(1, 1, device=d).expand(2**25, 1), torch.ones(1, 1, device=d).expand(1, 2**25)),
-             Err(RuntimeError, rf"(?i)(memory|allocate).*raised inside {MM}")))  # fmt: skip
+             Err(RuntimeError, rf"(?i)(memory|allocate).*raised inside {MM}"), api_error=True))  # fmt: skip
 
     # --- layouts without a kernel: the dispatcher's error names the op and the backend ----------------------------
     add(Case("sq-sparse", "square", lambda d: (rand(4, 4, device=d).to_sparse(),),
@@ -360,7 +363,17 @@ def _check_ok(case: Case, device: str, args: tuple) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            c,
+            id=c.id,
+            marks=[m for m, on in ((pytest.mark.heavy, c.heavy), (pytest.mark.api_error, c.api_error)) if on],
+        )
+        for c in CASES
+    ],
+)
 def test_bad_input(case: Case, device: str) -> None:
     if device not in case.only:
         pytest.skip(f"row runs once, on {case.only[0]} (device-independent)")

@@ -115,6 +115,7 @@ def test_step_matches_reference(variant, dtype, mnk):
 
 @requires_cuda
 @pytest.mark.gpu
+@pytest.mark.heavy
 @pytest.mark.parametrize("variant", [0, *VARIANTS])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_step_999(variant, dtype):
@@ -156,6 +157,7 @@ def test_step_non_contiguous(variant, dtype, views, mnk):
 
 @requires_cuda
 @pytest.mark.gpu
+@pytest.mark.heavy
 @pytest.mark.parametrize("variant", [0, *VARIANTS])
 def test_step_many_row_tiles(variant):
     """More row tiles than gridDim.y allows (65535): M = 128 * 65535 + 200, tiny N and K."""
@@ -168,6 +170,7 @@ def test_step_many_row_tiles(variant):
 
 @requires_cuda
 @pytest.mark.gpu
+@pytest.mark.heavy
 @pytest.mark.parametrize("variant", [0, *VARIANTS])
 def test_step_output_over_2_31_elements(variant):
     """An (M, N) output with more than 2^31 elements: offsets like row * N must not overflow 32 bits."""

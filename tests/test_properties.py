@@ -6,6 +6,8 @@ Profiles (HYPOTHESIS_PROFILE=ci, the default, or gpu):
   ci   2000 examples on each device, split square 55% / matmul 45%, derandomized (the same examples on every
        run), no example database; matmul dims <= 70 except a few larger ones. CPU: well under 90 s on 2 cores.
   gpu  6x the examples, larger dims, and matmul on CUDA cycles through every step of the kernel ladder.
+  sanitize  300 examples (the ci profile's shapes), the default under compute-sanitizer (make sanitize sets
+       CUDA_KERNELS_SANITIZE), where every kernel launch is instrumented and slow.
 A failure prints the smallest example hypothesis found; rerun it with the same profile (derandomized).
 """
 
@@ -33,9 +35,10 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile("gpu", settings.get_profile("ci"), max_examples=12000)
-PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
-if PROFILE not in ("ci", "gpu"):
-    raise ValueError(f"HYPOTHESIS_PROFILE={PROFILE!r}: use ci or gpu")
+settings.register_profile("sanitize", settings.get_profile("ci"), max_examples=300)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("sanitize" if os.environ.get("CUDA_KERNELS_SANITIZE") else "ci")
+if PROFILE not in ("ci", "gpu", "sanitize"):
+    raise ValueError(f"HYPOTHESIS_PROFILE={PROFILE!r}: use ci, gpu or sanitize")
 BASE = settings.get_profile(PROFILE)
 BIG = PROFILE == "gpu"
 

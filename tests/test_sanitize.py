@@ -65,10 +65,15 @@ def test_the_same_kernel_without_the_bug_is_clean(planted_lib: str) -> None:
 
 FAKE_SANITIZER = """#!/usr/bin/env bash
 echo "$@" >> "$FAKE_ARGS_LOG"
+args=("$@")
 while [ $# -gt 0 ] && [ "$1" != "$FAKE_PYTHON" ]; do shift; done   # drop the sanitizer's own options
 "$@"
 rc=$?
-echo "========= ERROR SUMMARY: ${FAKE_ERRORS} errors"
+if [ "${args[1]}" = racecheck ]; then   # racecheck's own summary format
+  echo "========= RACECHECK SUMMARY: ${FAKE_ERRORS} hazards displayed (${FAKE_ERRORS} errors, 0 warnings)"
+else
+  echo "========= ERROR SUMMARY: ${FAKE_ERRORS} errors"
+fi
 if [ "$FAKE_ERRORS" -gt 0 ]; then exit 99; fi
 exit $rc
 """
@@ -80,7 +85,7 @@ import pytest
 @pytest.mark.gpu
 def test_runs_with_the_sanitize_environment():
     assert os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
-    assert os.environ["CUDA_KERNELS_SANITIZE"] == "1"
+    assert os.environ["CUDA_KERNELS_SANITIZE"] in ("memcheck", "racecheck")
 
 def test_not_a_gpu_test_so_not_selected():
     raise AssertionError("sanitize.sh must select only the gpu-marked tests")
@@ -121,6 +126,39 @@ def test_sanitize_script_passes_when_every_tool_is_clean(tmp_path) -> None:
     assert len(calls) == 2
     assert calls[0].startswith("--tool memcheck --error-exitcode 99 --target-processes all")
     assert "-m gpu and not slow" in calls[0] and "--ignore=tests/test_sanitize.py" in calls[0]
+    # By default only the project's kernels are checked (not torch's or cuBLAS's).
+    assert all("--kernel-name regex=square_kernel|matmul_kernel" in call for call in calls), calls
+
+
+def test_sanitize_script_can_check_every_kernel(tmp_path) -> None:
+    proc = run_script(tmp_path, errors=0, SANITIZE_KERNEL="all")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = (tmp_path / "args.log").read_text().splitlines()
+    assert calls and not any("--kernel-name" in call for call in calls), calls
+
+
+@pytest.mark.parametrize("tool, skipped", [("racecheck", True), ("memcheck", False), ("", False)])
+def test_heavy_tests_skip_under_slow_sanitizer_tools(tool: str, skipped: bool) -> None:
+    """tests/conftest.py skips `heavy` tests when CUDA_KERNELS_SANITIZE names racecheck/initcheck/synccheck."""
+    env = dict(os.environ, CUDA_KERNELS_SANITIZE=tool)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--collect-only", "-m", "heavy"]
+    cmd += ["tests/test_matmul.py", "tests/test_matmul_ladder.py"]
+    collected = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert "999x999x999" in collected.stdout, collected.stdout  # the heavy cases exist and carry the mark
+    case = "tests/test_matmul.py::test_matmul_matches_reference[999x999x999-torch.float32-cpu]"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", case],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    if skipped:
+        assert "1 skipped" in run.stdout and f"too slow under compute-sanitizer {tool}" in run.stdout, run.stdout
+    else:
+        assert "1 passed" in run.stdout, run.stdout
 
 
 def test_sanitize_script_fails_and_counts_errors(tmp_path) -> None:

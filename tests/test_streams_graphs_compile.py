@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
-from conftest import DEVICES, DTYPES, assert_matmul_close, rand, requires_cuda
+from conftest import DEVICES, DTYPES, assert_matmul_close, rand, requires_caching_allocator, requires_cuda
 
 import cuda_kernels
 
@@ -102,6 +102,7 @@ def _capture(fn, *static_inputs: torch.Tensor) -> tuple[torch.cuda.CUDAGraph, to
 
 
 @requires_cuda
+@requires_caching_allocator
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cuda_graph_square(dtype: torch.dtype) -> None:
@@ -121,6 +122,7 @@ def test_cuda_graph_square(dtype: torch.dtype) -> None:
 
 
 @requires_cuda
+@requires_caching_allocator
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cuda_graph_matmul_every_variant(dtype: torch.dtype) -> None:
@@ -233,6 +235,7 @@ def test_compile_errors_name_the_op(device: str) -> None:
 
 
 @requires_cuda
+@requires_caching_allocator
 @pytest.mark.gpu
 def test_compile_reduce_overhead_cuda_graphs() -> None:
     """torch.compile(mode="reduce-overhead") records CUDA graphs through inductor; results stay right on replay."""

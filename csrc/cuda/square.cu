@@ -22,10 +22,11 @@
 namespace cuda_kernels {
 namespace {
 
-// Launch shape, measured on an H100 (scripts/square_tune.cu, fp32 2^24..2^28): one pass of 256-thread blocks
-// with 1-2 packs per thread runs at 0.996-1.004x the device-to-device copy; a persistent grid of 8 blocks per SM
-// striding over the tensor reached only 0.94-0.96x.
-constexpr int kThreads = 256;        // threads per block
+// Launch shape, measured on two H100s (scripts/square_tune.cu, fp32, fraction of the device-to-device copy):
+// one pass of 128-thread blocks with 1-2 packs per thread ran at 0.995-1.005x on both (2^20..2^28); 256-thread
+// blocks at 0.996-1.004x on one but only 0.972-0.985x on the other; a persistent grid sized from the SM count
+// (8 blocks per SM striding over the tensor) reached only 0.92-0.965x. Hence no SM-count grid: docs/benchmarks.md.
+constexpr int kThreads = 128;        // threads per block
 constexpr int kBytesPerAccess = 16;  // one 128-bit memory instruction per pack
 constexpr int kUnroll = 2;           // independent packs loaded per thread before the first store
 constexpr int kMaxDims = 8;          // strided path: more (coalesced) dims than this are copied first
