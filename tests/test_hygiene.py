@@ -54,6 +54,7 @@ ALLOWED_WRITES = {
     ("benchmark.py", "plot_records"): "--plot PATH given by the user",
     ("scripts/crosscheck_do_bench.py", "main"): "the OUT path given on the command line",
     ("scripts/tune_matmul.py", "main"): "--json PATH given by the user",
+    ("scripts/cpu_square_bench.py", "main"): "--json PATH given by the user",
 }
 # Calls that write, by qualified name (module.function) or by method name on any object.
 WRITE_FUNCTIONS = {
