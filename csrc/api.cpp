@@ -8,6 +8,7 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
+#include "cpu/capability.h"
 #include "ops.h"
 
 #ifndef CUDA_KERNELS_WITH_CUDA
@@ -109,4 +110,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 #endif
       },
       "The CUDA matmul ladder's steps as [(variant, name)]; variant=0 picks one automatically");
+  m.def(
+      "_cpu_capability", [] { return cuda_kernels::cpu::capability_name(cuda_kernels::cpu::capability()); },
+      "The build of the CPU kernels this process runs: DEFAULT, AVX2 or AVX512 (csrc/cpu/capability.h)");
 }

@@ -174,7 +174,11 @@ def make_config(with_cuda: bool, arch_list: str | None, cxx11_abi: bool | None =
     # No -std flag: torch.utils.cpp_extension picks the standard its headers need (C++17 or C++20).
     # -fopenmp: at::parallel_for is a header template that runs on OpenMP in torch's Linux builds; compiled
     # without it, the CPU kernels silently run on one thread.
-    cxx = [*opt, *defines, *openmp_flags()]
+    # -Wno-unknown-pragmas, -Wno-psabi: the AVX2/AVX512 builds of the CPU kernels (csrc/cpu/vec_isa_begin.h) compile
+    # at::vec's vector code, whose headers carry clang/nvcc pragmas (`#pragma unroll`) and pass __m256/__m512 by
+    # value, on which g++ -Wall warns and notes dozens of times per file (GCC 12 cannot silence these two with
+    # `#pragma GCC diagnostic`). Neither can point at a bug of ours.
+    cxx = [*opt, *defines, *openmp_flags(), "-Wno-unknown-pragmas", "-Wno-psabi"]
     nvcc = [*defines]
     if debug:
         nvcc += ["-O0", "-g", "-G"]

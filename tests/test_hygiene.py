@@ -55,6 +55,7 @@ ALLOWED_WRITES = {
     ("scripts/crosscheck_do_bench.py", "main"): "the OUT path given on the command line",
     ("scripts/tune_matmul.py", "main"): "--json PATH given by the user",
     ("scripts/debug_costs.py", "main"): "--json PATH given by the user",
+    ("scripts/cpu_square_bench.py", "main"): "--json PATH given by the user",
 }
 # Calls that write, by qualified name (module.function) or by method name on any object.
 WRITE_FUNCTIONS = {

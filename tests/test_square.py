@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+
 import pytest
 import torch
 from conftest import DEVICES, DTYPES, rand
@@ -122,3 +129,78 @@ def test_square_compile_fullgraph(device):
 def test_square_bad_input(device, x, message):
     with pytest.raises(RuntimeError, match=message):
         cuda_kernels.square(x(device))
+
+
+# The CPU kernel is compiled once per CPU capability (csrc/cpu/capability.h) and torch's ATEN_CPU_CAPABILITY,
+# read once per process, picks the build: each build is checked exactly in its own process, at every length
+# around its vector width (a full register is 64 bytes with AVX-512), on misaligned starts and special values.
+_CAPABILITY_SCRIPT = r"""
+import platform
+import sys
+import torch
+import cuda_kernels
+
+want = sys.argv[1].upper()
+torch_choice = torch.backends.cpu.get_cpu_capability()
+ours = cuda_kernels._C._cpu_capability()
+if torch_choice != want:
+    print(f"SKIP torch runs {torch_choice} here, not {want}")
+    sys.exit(0)
+# ours is torch's choice; only DEFAULT exists where the extension has no AVX builds (not x86-64 Linux with GCC).
+x86_gcc = platform.machine() == "x86_64" and sys.platform.startswith("linux")
+assert ours == want or (ours == "DEFAULT" and not x86_gcc), f"torch runs {want}, our kernels {ours}"
+special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e20, 1e-20, 1e-30, -3.0, 65504.0])
+gen = torch.Generator().manual_seed(0)
+for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+    for n in [*range(1, 70), 127, 129, 1023, 1025, 65537, 3 * 32768 + 5]:
+        base = torch.randn(n + 3, generator=gen, dtype=torch.float64) * 50
+        base[: min(n, len(special))] = special[: min(n, len(special))].double()
+        base = base.to(dtype)
+        for x in (base[:n], base[1 : n + 1], base[3:]):  # aligned and misaligned contiguous starts
+            ref = x.double().square().to(dtype)
+            torch.testing.assert_close(cuda_kernels.square(x), ref, rtol=0, atol=0, equal_nan=True)
+print("OK", ours)
+"""
+
+
+@pytest.mark.parametrize("capability", ["default", "avx2", "avx512"])
+def test_square_cpu_capability(capability):
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(cuda_kernels.__file__)))
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", _CAPABILITY_SCRIPT, capability], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if proc.stdout.startswith("SKIP"):
+        pytest.skip(proc.stdout.strip())
+    assert proc.stdout.startswith("OK"), proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("objdump") is None, reason="needs x86-64 and objdump (binutils)"
+)
+def test_square_cpu_avx_code_stays_in_avx_builds():
+    """No function outside the AVX2/AVX512 builds' namespaces may use an AVX instruction. The linker keeps one copy
+    of each inline function for the whole library; were it a copy compiled in an AVX translation unit, every caller
+    would crash with SIGILL on a CPU without AVX (why csrc/cpu/vec_isa_begin.h includes headers before its pragma)."""
+    disassembly = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", "-C", cuda_kernels._C.__file__],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    # A VEX/EVEX-encoded instruction (AT&T mnemonics vmovups, vpxor, ...) or a 256/512-bit register.
+    avx = re.compile(r":\tv[a-z0-9]+\s|%[yz]mm")
+    function, outside, inside = "", set(), 0
+    for line in disassembly.splitlines():
+        if line.endswith(">:"):  # "0000000000012340 <cuda_kernels::...>:" starts a function
+            function = line
+        elif avx.search(line):
+            if "::AVX2::" in function or "::AVX512::" in function:
+                inside += 1
+            else:
+                outside.add(function)
+    assert not outside, "AVX code outside the AVX builds:\n" + "\n".join(sorted(outside))
+    if platform.system() == "Linux":  # built with GCC: the AVX builds exist and hold AVX code
+        assert inside > 0

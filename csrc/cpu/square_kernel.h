@@ -1,0 +1,54 @@
+// square's contiguous kernel, written once with at::vec::Vectorized and compiled once per CPU capability:
+// square_kernel_default.cpp, square_kernel_avx2.cpp and square_kernel_avx512.cpp include it between
+// vec_isa_begin.h and vec_isa_end.h, which set CPU_CAPABILITY (this file's namespace) and the instruction set.
+// square.cpp picks one build at run time (cpu::capability()).
+//
+// Vectorized<T> is one SIMD register of T: 16 floats / 8 doubles / 32 halves or bfloat16s with AVX-512, half that
+// with AVX2; the DEFAULT build gets at::vec's portable version (a small array the compiler vectorizes itself).
+// No #pragma once: included once by each capability's translation unit.
+
+namespace cuda_kernels::cpu::CPU_CAPABILITY {
+
+// Minimum elements per at::parallel_for task: torch's own grain (TensorIterator kernels like torch.square use it),
+// so a tensor is split across threads the same way: min(threads, ceil(n / 32768)) equal tasks.
+constexpr int64_t kGrainSize = at::internal::GRAIN_SIZE;
+
+// One register's worth squared. float/double multiply as they are; float16/bfloat16 are widened to two registers
+// of float (their opmath type), squared there and rounded back once to nearest-even, which is what torch.square
+// computes (and exact: a 11- or 8-bit significand squared fits in float's 24 bits before the one rounding).
+template <typename scalar_t>
+at::vec::Vectorized<scalar_t> square_vec(const at::vec::Vectorized<scalar_t>& v) {
+  if constexpr (at::vec::is_reduced_floating_point_v<scalar_t>) {
+    auto [lo, hi] = at::vec::convert_to_float<scalar_t>(v);  // lanes [0, n/2) and [n/2, n) as float
+    return at::vec::convert_from_float<scalar_t>(lo * lo, hi * hi);
+  } else {
+    return v * v;
+  }
+}
+
+// out[i] = in[i]^2 for i in [0, n): whole registers, then one partial register for the last n % size() elements.
+template <typename scalar_t>
+void square_span(const scalar_t* in, scalar_t* out, int64_t n) {
+  using Vec = at::vec::Vectorized<scalar_t>;
+  constexpr int64_t kLanes = Vec::size();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    square_vec(Vec::loadu(in + i)).store(out + i);
+  }
+  if (i < n) {
+    const int64_t rest = n - i;  // 1 .. kLanes-1: loadu/store with a count touch only those elements
+    square_vec(Vec::loadu(in + i, rest)).store(out + i, rest);
+  }
+}
+
+// Entry point for square.cpp (declared there once per capability). in/out: n >= 1 elements of `dtype`, dense.
+void square_contiguous(at::ScalarType dtype, const void* in, void* out, int64_t n) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "cuda_kernels.square", [&] {
+    const auto* src = static_cast<const scalar_t*>(in);
+    auto* dst = static_cast<scalar_t*>(out);
+    at::parallel_for(0, n, kGrainSize,
+                     [&](int64_t begin, int64_t end) { square_span(src + begin, dst + begin, end - begin); });
+  });
+}
+
+}  // namespace cuda_kernels::cpu::CPU_CAPABILITY
