@@ -56,14 +56,11 @@ run_ladder() {
   $PY scripts/crosscheck_do_bench.py "$OUT/crosscheck.json" 2>&1 | tee "$OUT/crosscheck.txt" | tail -12
 }
 
+# The slow GPU tests (planted bug caught by memcheck, large tensors, soak) and the JIT loop's cold and warm
+# times. make sanitize and the hypothesis gpu profile have their own stages (sanitize, hyp): each needs a call.
 run_debug() {
-  log "make sanitize"
-  SANITIZE_REQUIRE=1 PYTHON=$PY SANITIZE_TESTS="${SANITIZE_TESTS:-tests/test_square.py tests/test_matmul.py tests/test_matmul_ladder.py}" \
-    SANITIZE_K="${SANITIZE_K:-not 999 and not 4096}" timeout "${SANITIZE_TIMEOUT:-300}" \
-    bash scripts/sanitize.sh 2>&1 | tee "$OUT/sanitize.txt" | tail -15
   log "planted bug + slow GPU tests"
   $PY -m pytest -q -rs -p no:cacheprovider tests/test_sanitize.py tests/test_large.py tests/test_soak.py 2>&1 | tee "$OUT/slow.log" | tail -6
-  HYPOTHESIS_PROFILE=gpu timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_properties.py -k cuda 2>&1 | tail -3
   log "JIT loop: cold and warm import"
   export CUDA_KERNELS_JIT_DIR=/tmp/jit
   s=$SECONDS; CUDA_KERNELS_JIT=1 $PY -c "import cuda_kernels as c; print(c.build_info()['mode'])"; echo "JIT cold: $((SECONDS - s)) s" | tee -a "$OUT/times.txt"

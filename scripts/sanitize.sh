@@ -104,7 +104,7 @@ for tool in $TOOLS; do
         "$tool" "$status" "$errors" "$rc" "$((SECONDS - start))" "$kernels" "${tests:-none}" "$log"
     if [ "$status" = FAIL ]; then
         [ "$rc" -eq 5 ] && echo "    pytest collected no test: check SANITIZE_MARK / SANITIZE_K"
-        [ "$summaries" -eq 0 ] && echo "    no ERROR SUMMARY in the log: compute-sanitizer did not run to the end"
+        [ "$summaries" -eq 0 ] && echo "    no summary line in the log: compute-sanitizer did not run to the end"
         # The first reports, then pytest's own summary.
         grep -E '^========= +(Invalid|Race|Uninitialized|Barrier|Program hit|Error|Warning|Potential|Misaligned)' \
             "$log" | head -n 10 | sed 's/^/    /'

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -328,3 +329,11 @@ def test_bad_arguments_exit_2(capsys):
     if not torch.cuda.is_available():
         assert benchmark.main(["--device", "cuda", "--no-progress"]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_debug_costs_rejects_an_unknown_configuration() -> None:
+    """scripts/debug_costs.py names the configurations it knows before running anything (no GPU needed)."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "debug_costs.py"
+    proc = subprocess.run([sys.executable, str(script), "--configs", "release,nope"], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "unknown configuration(s) ['nope']" in proc.stderr and "launch_blocking" in proc.stderr, proc.stderr

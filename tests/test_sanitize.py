@@ -181,3 +181,23 @@ def test_sanitize_script_skips_without_a_gpu(tmp_path) -> None:
     env["SANITIZE_REQUIRE"] = "1"
     proc = subprocess.run(["bash", SCRIPT], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 1 and "SKIPPED" in proc.stdout
+
+
+@pytest.mark.parametrize("tool, skipped", [("memcheck", True), ("synccheck", True), ("", False)])
+def test_api_error_rows_skip_under_every_sanitizer_tool(tool: str, skipped: bool) -> None:
+    """Rows that fail a CUDA allocation on purpose (`api_error`) skip under any tool: each one reports the failure."""
+    env = dict(os.environ, CUDA_KERNELS_SANITIZE=tool)
+    case = "tests/test_bad_input.py::test_bad_input[sq-output-alloc-fails-cpu]"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", case],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    if skipped:
+        assert "1 skipped" in run.stdout and "fails a CUDA API call on purpose" in run.stdout, run.stdout
+    else:
+        assert "1 passed" in run.stdout, run.stdout
