@@ -1,34 +1,53 @@
-// Standalone tuning experiment for the square kernel's launch shape (no torch): fp32 and bf16-sized (2-byte)
-// elements, 16-byte packs, persistent grid-stride vs one-pass grid, unroll 1/2/4, 128/256 threads, against
-// cudaMemcpy D2D. nvcc -O3 -arch=sm_90a scripts/square_tune.cu -o /tmp/square_tune && /tmp/square_tune
+// Standalone tuning experiment for the square kernel's launch shape (no torch), against cudaMemcpy D2D of the
+// same bytes. 4-byte (float) and 8-byte (double) elements in 16-byte packs (1-8 per thread), three layouts:
+//   one-pass   enough blocks to cover the tensor once; thread t of a block takes packs t, t + kThreads, ...
+//   capped     the same, but the grid is capped at (SMs x resident blocks per SM x waves) and strides over the
+//              tensor (a grid sized from the SM count); waves = 1 is a classic persistent grid
+//   adjacent   one-pass, but each thread's kUnroll packs are adjacent in memory (what torch's vectorized
+//              elementwise kernel does for 8-byte types: 4 doubles = 32 bytes per thread)
+// Before every timed call 256 MB are zeroed (as benchmark.py flushes L2). Median of 40 calls.
+//   nvcc -O3 -std=c++17 -arch=sm_90a scripts/square_tune.cu -o /tmp/square_tune && /tmp/square_tune
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
-struct alignas(16) P4 {
-  float v[4];
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kVec = 16 / sizeof(T);
+  T v[kVec];
 };
 
-template <int kThreads, int kUnroll, bool kPersistent>
-__global__ void __launch_bounds__(kThreads) sq(const P4* __restrict__ x, P4* __restrict__ y, long n) {
-  long stride = kPersistent ? (long)gridDim.x * kThreads * kUnroll : n;
-  for (long base = (long)blockIdx.x * kThreads * kUnroll + threadIdx.x; base < n; base += stride) {
-    P4 b[kUnroll];
+enum Layout { kOnePass, kCapped, kAdjacent };
+
+template <typename T, int kThreads, int kUnroll, Layout kLayout>
+__global__ void __launch_bounds__(kThreads) sq(const Pack<T>* __restrict__ x, Pack<T>* __restrict__ y, long n) {
+  const long per_block = long{kThreads} * kUnroll;
+  const long stride = kLayout == kCapped ? long{gridDim.x} * per_block : n;
+  for (long block_base = long{blockIdx.x} * per_block; block_base < n; block_base += stride) {
+    // index of pack u of this thread
+    auto at = [&](int u) {
+      return kLayout == kAdjacent ? block_base + long{threadIdx.x} * kUnroll + u
+                                  : block_base + threadIdx.x + long{u} * kThreads;
+    };
+    Pack<T> b[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (base + u * kThreads < n) b[u] = x[base + u * kThreads];
+      if (at(u) < n) b[u] = x[at(u)];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (base + u * kThreads < n) {
-        for (int e = 0; e < 4; ++e) b[u].v[e] *= b[u].v[e];
-        y[base + u * kThreads] = b[u];
+      if (at(u) < n) {
+#pragma unroll
+        for (int e = 0; e < Pack<T>::kVec; ++e) b[u].v[e] *= b[u].v[e];
+        y[at(u)] = b[u];
       }
   }
 }
 
 static char* flush_buf;
+constexpr size_t kFlushBytes = size_t{256} << 20;
+
 template <typename F>
 float time_it(F f) {
   cudaEvent_t s, e;
@@ -37,7 +56,7 @@ float time_it(F f) {
   for (int i = 0; i < 5; ++i) f();
   std::vector<float> t;
   for (int i = 0; i < 40; ++i) {
-    cudaMemsetAsync(flush_buf, i, 256 << 20);
+    cudaMemsetAsync(flush_buf, i, kFlushBytes);
     cudaEventRecord(s);
     f();
     cudaEventRecord(e);
@@ -50,39 +69,51 @@ float time_it(F f) {
   return t[t.size() / 2];
 }
 
-template <int kThreads, int kUnroll, bool kPersistent>
-void run(const P4* x, P4* y, long n_packs, int sms, double bytes, float copy_ms) {
+template <typename T, int kThreads, int kUnroll, Layout kLayout>
+void run(const Pack<T>* x, Pack<T>* y, long n_packs, int waves, double bytes, float copy_ms) {
+  auto kernel = sq<T, kThreads, kUnroll, kLayout>;
   long blocks = (n_packs + kThreads * kUnroll - 1) / (kThreads * kUnroll);
-  if (kPersistent) blocks = std::min<long>(blocks, (long)sms * (2048 / kThreads));
-  float ms = time_it([&] { sq<kThreads, kUnroll, kPersistent><<<blocks, kThreads>>>(x, y, n_packs); });
-  printf("  threads %3d unroll %d %-10s %8.1f GB/s  %.3f of copy\n", kThreads, kUnroll,
-         kPersistent ? "persistent" : "one-pass", bytes / ms / 1e6, copy_ms / ms);
+  if (kLayout == kCapped) {
+    int sms, per_sm;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0);
+    blocks = std::min<long>(blocks, long{sms} * per_sm * waves);
+  }
+  float ms = time_it([&] { kernel<<<blocks, kThreads>>>(x, y, n_packs); });
+  const char* name = kLayout == kOnePass ? "one-pass" : kLayout == kCapped ? "capped" : "adjacent";
+  printf("  threads %3d unroll %d %-9s waves %2d blocks %7ld %8.1f GB/s %6.2f us  %.3f of copy\n", kThreads, kUnroll,
+         name, kLayout == kCapped ? waves : 0, blocks, bytes / ms / 1e6, ms * 1e3, copy_ms / ms);
 }
 
-int main() {
-  int sms;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  cudaMalloc(&flush_buf, 256 << 20);
-  for (int p : {20, 24, 26, 28}) {
-    long bytes_in = 4L << p;
-    long n_packs = bytes_in / 16;
-    P4 *x, *y;
+template <typename T>
+void sweep(const char* type, std::initializer_list<int> log2_sizes) {
+  for (int p : log2_sizes) {
+    const long bytes_in = long{sizeof(T)} << p;
+    const long n_packs = bytes_in / 16;
+    Pack<T>*x, *y;
     cudaMalloc(&x, bytes_in);
     cudaMalloc(&y, bytes_in);
     cudaMemset(x, 1, bytes_in);
-    double bytes = 2.0 * bytes_in;
-    float copy_ms = time_it([&] { cudaMemcpyAsync(y, x, bytes_in, cudaMemcpyDeviceToDevice); });
-    printf("fp32 2^%d: copy %.1f GB/s\n", p, bytes / copy_ms / 1e6);
-    run<128, 1, false>(x, y, n_packs, sms, bytes, copy_ms);
-    run<128, 2, false>(x, y, n_packs, sms, bytes, copy_ms);
-    run<256, 1, false>(x, y, n_packs, sms, bytes, copy_ms);
-    run<256, 2, false>(x, y, n_packs, sms, bytes, copy_ms);
-    run<256, 4, false>(x, y, n_packs, sms, bytes, copy_ms);
-    run<256, 4, true>(x, y, n_packs, sms, bytes, copy_ms);
-    run<256, 2, true>(x, y, n_packs, sms, bytes, copy_ms);
-    run<512, 2, false>(x, y, n_packs, sms, bytes, copy_ms);
+    const double bytes = 2.0 * bytes_in;
+    const float copy_ms = time_it([&] { cudaMemcpyAsync(y, x, bytes_in, cudaMemcpyDeviceToDevice); });
+    printf("%s 2^%d: copy %.1f GB/s %.2f us\n", type, p, bytes / copy_ms / 1e6, copy_ms * 1e3);
+    run<T, 128, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    run<T, 128, 2, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    run<T, 128, 4, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    run<T, 128, 8, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    run<T, 256, 2, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    run<T, 128, 2, kAdjacent>(x, y, n_packs, 0, bytes, copy_ms);
+    for (int waves : {1, 8, 32}) run<T, 128, 2, kCapped>(x, y, n_packs, waves, bytes, copy_ms);
     cudaFree(x);
     cudaFree(y);
   }
-  return 0;
+}
+
+int main() {
+  cudaMalloc(&flush_buf, kFlushBytes);
+  sweep<float>("float32", {20, 21, 22, 23, 24, 25, 26, 28});
+  sweep<double>("float64", {19, 20, 21, 22, 23, 24, 27});
+  cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) printf("CUDA error: %s\n", cudaGetErrorString(err));
+  return err != cudaSuccess;
 }

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from conftest import DEVICES, DTYPES, rand
+from conftest import DEVICES, DTYPES, rand, requires_cuda
 
 import cuda_kernels
 
@@ -71,6 +71,28 @@ def test_square_non_contiguous(device, dtype, make_view):
     base = rand(40, 33, dtype=dtype, device=device, seed=1)
     x = make_view(base)
     check(cuda_kernels.square(x), x)
+
+
+def few_waves_limit(dtype: torch.dtype) -> int:
+    """Largest element count that square.cu launches with 4 packs per thread on this GPU (its kFewWaves rule:
+    the 4-pack grid fits in 2 waves of 128-thread blocks; 16-byte packs), assuming threads bound residency."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    blocks_per_wave = props.multi_processor_count * (props.max_threads_per_multi_processor // 128)
+    elements_per_pack = 16 // torch.empty((), dtype=dtype).element_size()
+    return 2 * blocks_per_wave * 128 * 4 * elements_per_pack
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.heavy
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_square_both_launch_shapes(dtype):
+    """Sizes on both sides of the switch from 4 to 2 packs per thread (contiguous, aligned), with odd tails."""
+    limit = few_waves_limit(dtype)
+    base = rand(3 * limit + 64, dtype=dtype, device="cuda", seed=2)
+    for n in (limit // 2 + 3, limit - 1, limit + 1, limit + 129, 3 * limit + 7):
+        x = base[:n]
+        check(cuda_kernels.square(x), x)
 
 
 @pytest.mark.parametrize("device", DEVICES)

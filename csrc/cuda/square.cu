@@ -2,7 +2,7 @@
 // before, in csrc/cuda/ops.cpp; this file only launches kernels.
 //
 // Three paths, one kernel name (square_kernel, so `ncu -k square_kernel` catches all of them):
-//  * vector:    16-byte loads and stores (LDG.128/STG.128), kUnroll independent loads in flight per thread,
+//  * vector:    16-byte loads and stores (LDG.128/STG.128), 2 or 4 independent loads in flight per thread,
 //               one pass: enough blocks to cover the tensor once (no grid-stride loop), a scalar tail;
 //  * unaligned: the input is contiguous but its data pointer is not 16-byte aligned (a view with a storage
 //               offset): scalar loads, 16-byte stores (the output is freshly allocated, hence aligned);
@@ -22,14 +22,25 @@
 namespace cuda_kernels {
 namespace {
 
-// Launch shape, measured on two H100s (scripts/square_tune.cu, fp32, fraction of the device-to-device copy):
-// one pass of 128-thread blocks with 1-2 packs per thread ran at 0.995-1.005x on both (2^20..2^28); 256-thread
-// blocks at 0.996-1.004x on one but only 0.972-0.985x on the other; a persistent grid sized from the SM count
-// (8 blocks per SM striding over the tensor) reached only 0.92-0.965x. Hence no SM-count grid: docs/benchmarks.md.
+// Launch shape, measured on H100s with scripts/square_tune.cu (fraction of the device-to-device copy of the same
+// bytes; docs/benchmarks.md, "Square launch shape"):
+//  * one pass of 128-thread blocks, 2 packs per thread: 0.995-1.004x from 2^24 elements up (fp32). 256-thread
+//    blocks ran as fast on one H100 but at 0.972-0.985x on another.
+//  * a grid sized from the SM count that strides over the tensor loses there: 0.94-0.98x at 2^26-2^28 even with
+//    32 waves of blocks, as the blocks drift apart in memory.
+//  * the SM count decides the work per thread instead: when a grid of 4-pack blocks fits in kFewWaves waves
+//    (SMs x resident blocks per SM), the whole tensor is in flight at once and runs up to 1.13x the copy (16 MB:
+//    fp32 2^22, fp64 2^21; torch's fp64 kernel does the same, which made it 7% faster than 2 packs per thread).
 constexpr int kThreads = 128;        // threads per block
 constexpr int kBytesPerAccess = 16;  // one 128-bit memory instruction per pack
-constexpr int kUnroll = 2;           // independent packs loaded per thread before the first store
-constexpr int kMaxDims = 8;          // strided path: more (coalesced) dims than this are copied first
+constexpr int kPacksManyWaves = 2;   // independent packs loaded per thread before the first store: large tensors
+constexpr int kPacksFewWaves = 4;    // ... and when the grid of such blocks fits in kFewWaves waves
+constexpr int kFewWaves = 2;
+constexpr int kStridedUnroll = 2;  // strided path: elements loaded per thread before the first store
+constexpr int kMaxDims = 8;        // strided path: more (coalesced) dims than this are copied first
+// Contiguous kernel: ask for every block an SM can hold (2048 threads on sm_80/sm_90). That caps registers at 32
+// per thread, so the resident-block count that blocks_per_wave assumes holds (ptxas -v: 19-32, no spills).
+constexpr int kMinBlocksPerSm = 2048 / kThreads;
 
 template <typename scalar_t>
 __device__ __forceinline__ scalar_t square_one(scalar_t x) {
@@ -45,9 +56,10 @@ struct alignas(kBytesPerAccess) Pack {
   scalar_t v[kVec];
 };
 
-// Contiguous input. kAlignedIn: the input pointer is 16-byte aligned (vector loads), else scalar loads.
-template <typename scalar_t, typename index_t, bool kAlignedIn>
-__global__ void __launch_bounds__(kThreads)
+// Contiguous input, kUnroll packs per thread. kAlignedIn: the input pointer is 16-byte aligned (vector loads),
+// else scalar loads.
+template <typename scalar_t, typename index_t, bool kAlignedIn, int kUnroll>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     square_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, index_t n) {
   using P = Pack<scalar_t>;
   constexpr int kVec = P::kVec;
@@ -93,10 +105,10 @@ struct StridedLayout {
 template <typename scalar_t, typename index_t>
 __global__ void __launch_bounds__(kThreads)
     square_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, index_t n, StridedLayout layout) {
-  const index_t base = static_cast<index_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
-  scalar_t buf[kUnroll];
+  const index_t base = static_cast<index_t>(blockIdx.x) * kThreads * kStridedUnroll + threadIdx.x;
+  scalar_t buf[kStridedUnroll];
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
+  for (int u = 0; u < kStridedUnroll; ++u) {
     const index_t i = base + u * kThreads;
     if (i < n) {
       // Peel the multi-index of i off from the innermost dim outwards, summing index * stride.
@@ -110,7 +122,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
+  for (int u = 0; u < kStridedUnroll; ++u) {
     const index_t i = base + u * kThreads;
     if (i < n) y[i] = square_one(buf[u]);
   }
@@ -139,10 +151,17 @@ StridedLayout coalesce(const at::Tensor& x) {
   return out;
 }
 
-// Blocks to cover work_items once (at least 1, for the scalar tail). gridDim.x allows 2^31 - 1 blocks, far more
-// than the 2^31 * 512-element tensors that would need them.
-unsigned grid_size(int64_t work_items) {
-  return static_cast<unsigned>(std::max<int64_t>(1, ceil_div<int64_t>(work_items, int64_t{kThreads} * kUnroll)));
+// Blocks to cover work_items once with items_per_thread each (at least 1 block, for the scalar tail). gridDim.x
+// allows 2^31 - 1 blocks, far more than the 2^31 * 256 * 2 packs that would need them.
+int64_t grid_size(int64_t work_items, int items_per_thread) {
+  return std::max<int64_t>(1, ceil_div<int64_t>(work_items, int64_t{kThreads} * items_per_thread));
+}
+
+template <typename scalar_t, typename index_t, bool kAlignedIn, int kUnroll>
+void launch_contiguous(const scalar_t* in, scalar_t* out, int64_t n, cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>(grid_size(n / Pack<scalar_t>::kVec, kUnroll));
+  square_kernel<scalar_t, index_t, kAlignedIn, kUnroll>
+      <<<grid, kThreads, 0, stream>>>(in, out, static_cast<index_t>(n));
 }
 
 // layout: coalesce(x) for non-contiguous x (ignored for contiguous x).
@@ -152,15 +171,19 @@ void launch(const at::Tensor& x, const StridedLayout& layout, at::Tensor& y, cud
   const scalar_t* in = x.const_data_ptr<scalar_t>();
   scalar_t* out = y.mutable_data_ptr<scalar_t>();
   const bool contiguous = x.is_contiguous() || (layout.ndim == 1 && layout.strides[0] == 1);
-  if (contiguous) {
-    const unsigned grid = grid_size(n / Pack<scalar_t>::kVec);
-    if (is_aligned(in, kBytesPerAccess)) {
-      square_kernel<scalar_t, index_t, true><<<grid, kThreads, 0, stream>>>(in, out, static_cast<index_t>(n));
-    } else {
-      square_kernel<scalar_t, index_t, false><<<grid, kThreads, 0, stream>>>(in, out, static_cast<index_t>(n));
-    }
+  constexpr bool kIndex32 = sizeof(index_t) == 4;
+  if (!contiguous) {
+    const auto grid = static_cast<unsigned>(grid_size(n, kStridedUnroll));
+    square_kernel<scalar_t, index_t><<<grid, kThreads, 0, stream>>>(in, out, static_cast<index_t>(n), layout);
+  } else if (!is_aligned(in, kBytesPerAccess)) {
+    // A view with a storage offset: scalar loads (at 4 packs those would spill registers for fp16/bf16).
+    launch_contiguous<scalar_t, index_t, false, kPacksManyWaves>(in, out, n, stream);
+  } else if (kIndex32 && grid_size(n / Pack<scalar_t>::kVec, kPacksFewWaves) <=
+                             kFewWaves * blocks_per_wave(x.get_device(), kThreads)) {
+    // See kPacksFewWaves. 64-bit indices mean >= 2^30 elements, never a few waves: that kernel is not compiled.
+    launch_contiguous<scalar_t, index_t, true, kIndex32 ? kPacksFewWaves : kPacksManyWaves>(in, out, n, stream);
   } else {
-    square_kernel<scalar_t, index_t><<<grid_size(n), kThreads, 0, stream>>>(in, out, static_cast<index_t>(n), layout);
+    launch_contiguous<scalar_t, index_t, true, kPacksManyWaves>(in, out, n, stream);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

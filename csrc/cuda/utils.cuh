@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDAException.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 namespace cuda_kernels {
@@ -14,21 +16,37 @@ __host__ __device__ constexpr T ceil_div(T a, T b) {
   return (a + b - 1) / b;
 }
 
-// Multiprocessor count of `device`, read once per device and cached (cudaDeviceGetAttribute is cheap but not free).
-inline int sm_count(int device) {
+namespace detail {
+// cudaDeviceGetAttribute(kAttr, device), read once per device and cached (cheap, but not free on every launch).
+template <cudaDeviceAttr kAttr>
+int cached_device_attribute(int device) {
   constexpr int kMaxDevices = 64;
-  static int cache[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) {
-    int n = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
+  static std::atomic<int> cache[kMaxDevices] = {};  // 0 = not read yet; racing first reads store the same value
+  const bool cacheable = device >= 0 && device < kMaxDevices;
+  if (cacheable) {
+    const int cached = cache[device].load(std::memory_order_relaxed);
+    if (cached != 0) return cached;
   }
-  if (cache[device] == 0) {
-    int n = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    cache[device] = n;
-  }
-  return cache[device];
+  int value = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&value, kAttr, device));
+  if (cacheable) cache[device].store(value, std::memory_order_relaxed);
+  return value;
+}
+}  // namespace detail
+
+// Multiprocessor (SM) count of `device`.
+inline int sm_count(int device) {
+  return detail::cached_device_attribute<cudaDevAttrMultiProcessorCount>(device);
+}
+
+// Blocks of `threads_per_block` threads that the whole GPU runs at once (one "wave"): SMs x resident blocks per SM,
+// assuming the thread count per SM is the binding limit (true for kernels under 32 registers per thread and
+// without shared memory, such as square_kernel; check ptxas -v before using it for another kernel).
+inline int64_t blocks_per_wave(int device, int threads_per_block) {
+  const int per_sm =
+      std::min(detail::cached_device_attribute<cudaDevAttrMaxThreadsPerMultiProcessor>(device) / threads_per_block,
+               detail::cached_device_attribute<cudaDevAttrMaxBlocksPerMultiprocessor>(device));
+  return int64_t{sm_count(device)} * std::max(per_sm, 1);
 }
 
 inline bool is_aligned(const void* p, std::size_t bytes) {
