@@ -964,10 +964,12 @@ def query_gpu_clocks(device: torch.device) -> dict[str, Any]:
 
 def collect_env(device: torch.device, settings: dict[str, Any]) -> dict[str, Any]:
     """What produced these numbers: device, clocks, versions, git commit, build, host, date, settings."""
-    commit = _run_quiet(["git", "rev-parse", "HEAD"])
-    status = _run_quiet(["git", "status", "--porcelain"]) if commit else None
-    if not commit and os.environ.get("CUDA_KERNELS_GIT_COMMIT"):  # a copy of the tree without .git (GPU machine)
-        commit = os.environ["CUDA_KERNELS_GIT_COMMIT"]
+    # CUDA_KERNELS_GIT_COMMIT names the commit where git cannot: a copy of the tree whose .git is missing or stale
+    # (the GPU machine); the tree's state is then unknown (git_dirty None).
+    commit = os.environ.get("CUDA_KERNELS_GIT_COMMIT") or _run_quiet(["git", "rev-parse", "HEAD"])
+    status = (
+        _run_quiet(["git", "status", "--porcelain"]) if commit and "CUDA_KERNELS_GIT_COMMIT" not in os.environ else None
+    )
     env: dict[str, Any] = {
         "device": device.type,
         "gpu": None,
@@ -979,7 +981,7 @@ def collect_env(device: torch.device, settings: dict[str, Any]) -> dict[str, Any
         "torch": torch.__version__,
         "python": platform.python_version(),
         "git_commit": commit or "unknown",
-        "git_dirty": bool(status) if commit else None,
+        "git_dirty": bool(status) if status is not None else None,
         "build_info": cuda_kernels.build_info(),
         "host": platform.node(),
         "cpu": platform.processor() or platform.machine(),

@@ -5,12 +5,13 @@
 //              tensor (a grid sized from the SM count); waves = 1 is a classic persistent grid
 //   adjacent   one-pass, but each thread's kUnroll packs are adjacent in memory (what torch's vectorized
 //              elementwise kernel does for 8-byte types: 4 doubles = 32 bytes per thread)
-// Before every timed call 256 MB are zeroed (as benchmark.py flushes L2). Median of 40 calls.
-//   nvcc -O3 -std=c++17 -arch=sm_90a scripts/square_tune.cu -o /tmp/square_tune && /tmp/square_tune
+// Before every timed call 256 MB are zeroed (as benchmark.py flushes L2). Median of 101 calls.
+//   nvcc -O3 -std=c++17 -arch=sm_90a scripts/square_tune.cu -o /tmp/square_tune && /tmp/square_tune [small]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 template <typename T>
@@ -47,6 +48,7 @@ __global__ void __launch_bounds__(kThreads) sq(const Pack<T>* __restrict__ x, Pa
 
 static char* flush_buf;
 constexpr size_t kFlushBytes = size_t{256} << 20;
+constexpr int kReps = 101;  // timed calls per case; the median is reported
 
 template <typename F>
 float time_it(F f) {
@@ -55,7 +57,7 @@ float time_it(F f) {
   cudaEventCreate(&e);
   for (int i = 0; i < 5; ++i) f();
   std::vector<float> t;
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < kReps; ++i) {
     cudaMemsetAsync(flush_buf, i, kFlushBytes);
     cudaEventRecord(s);
     f();
@@ -109,8 +111,36 @@ void sweep(const char* type, std::initializer_list<int> log2_sizes) {
   }
 }
 
-int main() {
+// Small tensors (latency-bound, a few us): 1, 2 or 4 packs per thread, i.e. how many SMs share the work.
+template <typename T>
+void sweep_small(const char* type, std::initializer_list<int> log2_sizes) {
+  for (int p : log2_sizes) {
+    const long bytes_in = long{sizeof(T)} << p;
+    const long n_packs = bytes_in / 16;
+    Pack<T>*x, *y;
+    cudaMalloc(&x, bytes_in);
+    cudaMalloc(&y, bytes_in);
+    cudaMemset(x, 1, bytes_in);
+    const double bytes = 2.0 * bytes_in;
+    const float copy_ms = time_it([&] { cudaMemcpyAsync(y, x, bytes_in, cudaMemcpyDeviceToDevice); });
+    printf("%s 2^%d: copy %.1f GB/s %.2f us\n", type, p, bytes / copy_ms / 1e6, copy_ms * 1e3);
+    run<T, 128, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    run<T, 128, 2, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    run<T, 128, 4, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    run<T, 64, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    run<T, 256, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    cudaFree(x);
+    cudaFree(y);
+  }
+}
+
+int main(int argc, char** argv) {
   cudaMalloc(&flush_buf, kFlushBytes);
+  if (argc > 1 && std::string(argv[1]) == "small") {  // 2-byte elements 2^12..2^19 = float 2^11..2^18 (bytes)
+    sweep_small<float>("float32", {11, 12, 13, 14, 15, 16, 17, 18, 19});
+    cudaDeviceSynchronize();
+    return 0;
+  }
   sweep<float>("float32", {20, 21, 22, 23, 24, 25, 26, 28});
   sweep<double>("float64", {19, 20, 21, 22, 23, 24, 27});
   cudaError_t err = cudaDeviceSynchronize();

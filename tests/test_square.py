@@ -73,13 +73,14 @@ def test_square_non_contiguous(device, dtype, make_view):
     check(cuda_kernels.square(x), x)
 
 
-def few_waves_limit(dtype: torch.dtype) -> int:
-    """Largest element count that square.cu launches with 4 packs per thread on this GPU (its kFewWaves rule:
-    the 4-pack grid fits in 2 waves of 128-thread blocks; 16-byte packs), assuming threads bound residency."""
+def mid_size_range(dtype: torch.dtype) -> tuple[int, int]:
+    """Element counts (exclusive low, inclusive high) that square.cu launches with 4 packs per thread on this GPU:
+    its 2-pack grid needs more than one wave of 128-thread blocks, its 4-pack grid at most two (16-byte packs;
+    assumes threads, not registers, bound the resident blocks, as launch_bounds ensures)."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     blocks_per_wave = props.multi_processor_count * (props.max_threads_per_multi_processor // 128)
     elements_per_pack = 16 // torch.empty((), dtype=dtype).element_size()
-    return 2 * blocks_per_wave * 128 * 4 * elements_per_pack
+    return blocks_per_wave * 128 * 2 * elements_per_pack, 2 * blocks_per_wave * 128 * 4 * elements_per_pack
 
 
 @requires_cuda
@@ -87,10 +88,10 @@ def few_waves_limit(dtype: torch.dtype) -> int:
 @pytest.mark.heavy
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_square_both_launch_shapes(dtype):
-    """Sizes on both sides of the switch from 4 to 2 packs per thread (contiguous, aligned), with odd tails."""
-    limit = few_waves_limit(dtype)
-    base = rand(3 * limit + 64, dtype=dtype, device="cuda", seed=2)
-    for n in (limit // 2 + 3, limit - 1, limit + 1, limit + 129, 3 * limit + 7):
+    """Sizes on both sides of the switches between 2 and 4 packs per thread (contiguous, aligned), odd tails."""
+    low, high = mid_size_range(dtype)
+    base = rand(2 * high + 64, dtype=dtype, device="cuda", seed=2)
+    for n in (low // 2 + 3, low - 1, low + 1, low + 129, high - 1, high + 1, high + 129, 2 * high + 7):
         x = base[:n]
         check(cuda_kernels.square(x), x)
 

@@ -2,7 +2,7 @@
 // before, in csrc/cuda/ops.cpp; this file only launches kernels.
 //
 // Three paths, one kernel name (square_kernel, so `ncu -k square_kernel` catches all of them):
-//  * vector:    16-byte loads and stores (LDG.128/STG.128), 2 or 4 independent loads in flight per thread,
+//  * vector:    16-byte loads and stores (LDG.128/STG.128), 2 (4 at mid sizes) loads in flight per thread,
 //               one pass: enough blocks to cover the tensor once (no grid-stride loop), a scalar tail;
 //  * unaligned: the input is contiguous but its data pointer is not 16-byte aligned (a view with a storage
 //               offset): scalar loads, 16-byte stores (the output is freshly allocated, hence aligned);
@@ -28,13 +28,15 @@ namespace {
 //    blocks ran as fast on one H100 but at 0.972-0.985x on another.
 //  * a grid sized from the SM count that strides over the tensor loses there: 0.94-0.98x at 2^26-2^28 even with
 //    32 waves of blocks, as the blocks drift apart in memory.
-//  * the SM count decides the work per thread instead: when a grid of 4-pack blocks fits in kFewWaves waves
-//    (SMs x resident blocks per SM), the whole tensor is in flight at once and runs up to 1.13x the copy (16 MB:
-//    fp32 2^22, fp64 2^21; torch's fp64 kernel does the same, which made it 7% faster than 2 packs per thread).
+//  * the SM count decides the work per thread instead. Mid-size tensors, whose 2-pack grid needs more than one
+//    wave (SMs x resident blocks per SM) but whose 4-pack grid fits in kFewWaves waves, get 4 packs per thread:
+//    the whole tensor is in flight at once, up to 1.13x the copy (16 MB: fp32 2^22, fp64 2^21; torch's fp64
+//    kernel does this, which made it 7% faster than our 2 packs). Smaller tensors keep 2 packs: spread over more
+//    SMs they ran 1-4% faster than with 4 (fp16/bf16 2^12-2^18 against torch.square).
 constexpr int kThreads = 128;        // threads per block
 constexpr int kBytesPerAccess = 16;  // one 128-bit memory instruction per pack
 constexpr int kPacksManyWaves = 2;   // independent packs loaded per thread before the first store: large tensors
-constexpr int kPacksFewWaves = 4;    // ... and when the grid of such blocks fits in kFewWaves waves
+constexpr int kPacksFewWaves = 4;    // ... and for mid-size tensors, whose 4-pack grid fits in kFewWaves waves
 constexpr int kFewWaves = 2;
 constexpr int kStridedUnroll = 2;  // strided path: elements loaded per thread before the first store
 constexpr int kMaxDims = 8;        // strided path: more (coalesced) dims than this are copied first
@@ -157,6 +159,12 @@ int64_t grid_size(int64_t work_items, int items_per_thread) {
   return std::max<int64_t>(1, ceil_div<int64_t>(work_items, int64_t{kThreads} * items_per_thread));
 }
 
+// More than one wave of blocks at kPacksManyWaves packs per thread, at most kFewWaves at kPacksFewWaves.
+bool is_mid_size(int64_t n_packs, int64_t blocks_per_wave) {
+  return grid_size(n_packs, kPacksManyWaves) > blocks_per_wave &&
+         grid_size(n_packs, kPacksFewWaves) <= kFewWaves * blocks_per_wave;
+}
+
 template <typename scalar_t, typename index_t, bool kAlignedIn, int kUnroll>
 void launch_contiguous(const scalar_t* in, scalar_t* out, int64_t n, cudaStream_t stream) {
   const auto grid = static_cast<unsigned>(grid_size(n / Pack<scalar_t>::kVec, kUnroll));
@@ -178,9 +186,8 @@ void launch(const at::Tensor& x, const StridedLayout& layout, at::Tensor& y, cud
   } else if (!is_aligned(in, kBytesPerAccess)) {
     // A view with a storage offset: scalar loads (at 4 packs those would spill registers for fp16/bf16).
     launch_contiguous<scalar_t, index_t, false, kPacksManyWaves>(in, out, n, stream);
-  } else if (kIndex32 && grid_size(n / Pack<scalar_t>::kVec, kPacksFewWaves) <=
-                             kFewWaves * blocks_per_wave(x.get_device(), kThreads)) {
-    // See kPacksFewWaves. 64-bit indices mean >= 2^30 elements, never a few waves: that kernel is not compiled.
+  } else if (kIndex32 && is_mid_size(n / Pack<scalar_t>::kVec, blocks_per_wave(x.get_device(), kThreads))) {
+    // 64-bit indices mean >= 2^30 elements, never a few waves: that kernel is not even compiled.
     launch_contiguous<scalar_t, index_t, true, kIndex32 ? kPacksFewWaves : kPacksManyWaves>(in, out, n, stream);
   } else {
     launch_contiguous<scalar_t, index_t, true, kPacksManyWaves>(in, out, n, stream);
