@@ -208,6 +208,7 @@ class Timing:
     """Per-call times of one function, in milliseconds."""
 
     samples_ms: list[float]
+    host_bound_batches: int = 0  # CUDA batches whose enqueue outran the GPU's head start even after retries
 
     @property
     def median_ms(self) -> float:
@@ -264,12 +265,15 @@ def time_fn(
     seconds_per_call = elapsed / calls
 
     samples: list[float] = []
+    host_bound = 0
     start = time.perf_counter()
     while True:
         # Enough calls per batch to keep the device busy, but a slow call is not repeated needlessly.
         batch = max(1, min(config.check_every, int(0.1 / seconds_per_call), config.max_reps - len(samples)))
         if is_cuda:
-            samples += _time_cuda_batch(fn, flush, batch)
+            batch_samples, starved = _time_cuda_batch(fn, flush, batch)
+            samples += batch_samples
+            host_bound += starved
         else:
             samples += _time_cpu_batch(fn, batch)
         n = len(samples)
@@ -279,7 +283,7 @@ def time_fn(
             break
         if time.perf_counter() - start >= config.max_time_s and n >= MIN_SAMPLES:
             break
-    return Timing([s / calls_per_sample for s in samples])
+    return Timing([s / calls_per_sample for s in samples], host_bound)
 
 
 def _no_sync() -> None:
@@ -290,9 +294,10 @@ def _no_sync() -> None:
 HEAD_START_US = 100
 MAX_HEAD_START_US = 50_000
 SLEEP_CYCLES_PER_US = 2_000  # torch.cuda._sleep spins clock cycles; ~2 GHz SM clock (H100 boost is 1.98 GHz)
+BATCH_ATTEMPTS = 3  # a batch whose enqueue outran its head start is redone with a longer one, this many times
 
 
-def _time_cuda_batch(fn: Callable[[], Any], flush: Tensor | None, reps: int) -> list[float]:
+def _time_cuda_batch(fn: Callable[[], Any], flush: Tensor | None, reps: int) -> tuple[list[float], bool]:
     """Enqueues reps (flush, start event, call, end event) without waiting in between, then reads the events.
 
     Not synchronizing inside the batch lets the CPU run ahead, so the launch of each call is hidden behind the
@@ -300,18 +305,30 @@ def _time_cuda_batch(fn: Callable[[], Any], flush: Tensor | None, reps: int) -> 
     an op whose host path (Python wrapper, dispatcher) takes longer than the flush would starve the GPU, and its
     events would time the host instead. So the batch starts with the GPU spinning for HEAD_START_US per call
     (torch.cuda._sleep), long enough for the CPU to enqueue the whole batch behind it.
+
+    If enqueueing still took longer than the head start (a host hiccup: once on the H100 a 4 us square read as
+    534 us for a whole batch), the batch is thrown away and redone with a head start of twice the enqueue time.
+    Returns (per-call ms, True if even the last attempt outran its head start).
     """
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    torch.cuda._sleep(int(min(reps * HEAD_START_US, MAX_HEAD_START_US) * SLEEP_CYCLES_PER_US))
-    for i in range(reps):
-        if flush is not None:
-            flush.zero_()
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+    head_start_us = min(reps * HEAD_START_US, MAX_HEAD_START_US)
+    for _attempt in range(BATCH_ATTEMPTS):
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        torch.cuda._sleep(int(head_start_us * SLEEP_CYCLES_PER_US))
+        t0 = time.perf_counter()
+        for i in range(reps):
+            if flush is not None:
+                flush.zero_()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        enqueue_us = (time.perf_counter() - t0) * 1e6
+        torch.cuda.synchronize()
+        samples = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+        if enqueue_us <= head_start_us:
+            return samples, False
+        head_start_us = min(2 * enqueue_us, MAX_HEAD_START_US)
+    return samples, True
 
 
 def _time_cpu_batch(fn: Callable[[], Any], reps: int) -> list[float]:
@@ -552,6 +569,12 @@ def make_record(
     )
     if timing is not None:
         record.update(median_ms=timing.median_ms, iqr_ms=timing.iqr_ms, n_reps=timing.n_reps)
+        if timing.host_bound_batches:
+            host_note = (
+                f"{timing.host_bound_batches} batch(es) host-bound: the CPU fell behind the GPU even with a longer "
+                "head start, so some events may include host time"
+            )
+            record["note"] = f"{note}; {host_note}" if note else host_note
     return record
 
 

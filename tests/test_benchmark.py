@@ -55,6 +55,26 @@ def test_time_fn_on_cpu_counts_and_scales():
     assert all(s < 1.0 for s in per_call.samples_ms)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_batch_redone_when_the_host_falls_behind():
+    """A call whose host side (2 ms) outlasts the batch's head start (100 us per call) would starve the GPU, and
+    its events would time the host sleep. The batch must be redone with a longer head start, which it outlasts
+    no more: the events then see only the (empty) GPU work, far below 2 ms."""
+    import time
+
+    samples, starved = benchmark._time_cuda_batch(lambda: time.sleep(0.002), None, 3)
+    assert not starved
+    assert benchmark.median(samples) < 0.5, samples
+
+
+def test_host_bound_batches_are_noted_in_the_record():
+    case, ours = benchmark.Case("square", torch.float32, (8,)), benchmark.Impl("ours")
+    assert benchmark.make_record(case, ours, benchmark.Timing([1.0]))["note"] == ""
+    note = benchmark.make_record(case, ours, benchmark.Timing([1.0], 2), True, "checked")["note"]
+    assert note.startswith("checked; 2 batch(es) host-bound")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # pure helpers: sizes, datasheet, metrics, checks
 
