@@ -1,7 +1,8 @@
 """The ops' Python layer: typed wrappers, fake (meta) kernels for torch.compile, and autograd formulas.
 
-The C++ side (csrc/api.cpp) defines the schemas and the CPU/CUDA kernels; this file adds what the dispatcher
-needs from Python. Keep one block per op, in the same order as csrc/api.cpp.
+The C++ side (csrc/api.cpp) defines the schemas, the CPU/CUDA kernels and square's autograd kernel; this file
+adds what the dispatcher needs from Python: fake kernels for every op and matmul's autograd formula. Keep one
+block per op, in the same order as csrc/api.cpp.
 
 Repro dumps: each wrapper calls the op directly while _DUMP_DIR is None (the default; torch.compile traces that
 branch), else through _dump.call_and_dump, which saves the arguments of a call that raises (cuda_kernels._dump).
@@ -73,17 +74,8 @@ def _square_fake(x: Tensor) -> Tensor:
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-def _square_setup_context(ctx, inputs, output) -> None:
-    (x,) = inputs
-    ctx.save_for_backward(x)
-
-
-def _square_backward(ctx, grad: Tensor) -> Tensor:
-    (x,) = ctx.saved_tensors
-    return grad * 2 * x
-
-
-torch.library.register_autograd("cuda_kernels::square", _square_backward, setup_context=_square_setup_context)
+# square's autograd formula (grad * 2 * x) is registered in C++, csrc/api.cpp (SquareFunction): a Python one,
+# as matmul's below, costs a few microseconds on every call, 28% of a 2^20-element CPU square on a 16-core host.
 
 
 # ---------------------------------------------------------------------------------------------------------
