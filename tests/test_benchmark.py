@@ -357,3 +357,44 @@ def test_debug_costs_rejects_an_unknown_configuration() -> None:
     proc = subprocess.run([sys.executable, str(script), "--configs", "release,nope"], capture_output=True, text=True)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "unknown configuration(s) ['nope']" in proc.stderr and "launch_blocking" in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------
+# scripts/check_targets.py: the kernels' performance targets read from a benchmark JSON
+
+
+def _target_records(square_ratio: float, matmul_ratio: float, iqr_ms: float = 0.0) -> list[dict]:
+    """Synthetic rows for every target case: torch square 1 ms (copy 1 ms), ours 1 / square_ratio."""
+    rows = []
+    for dtype in ("float32", "float64", "float16", "bfloat16"):
+        for p in range(12, 29):
+            base = {"op": "square", "dtype": dtype, "shape": [2**p], "variant": None, "iqr_ms": iqr_ms}
+            rows.append({**base, "op": "copy", "impl": "torch", "median_ms": 1.0})
+            rows.append({**base, "impl": "torch", "median_ms": 1.0})
+            rows.append({**base, "impl": "ours", "median_ms": 1.0 / square_ratio, "correct": True})
+    for shape in ([4096] * 3, [8192] * 3, [2048] * 3, [4000] * 3, [8192, 1024, 4096]):
+        base = {"op": "matmul", "dtype": "float32", "shape": shape, "iqr_ms": 0.0}
+        rows.append({**base, "impl": "torch", "variant": None, "median_ms": 1.0})
+        rows.append({**base, "impl": "ours", "variant": 0, "median_ms": 1.0 / matmul_ratio, "correct": True})
+    return rows
+
+
+def test_check_targets_passes_and_fails_where_it_should():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import check_targets
+
+    met = check_targets.check(_target_records(1.0, 0.95))
+    assert all(ok for ok, _ in met) and len(met) == 2 * 3 + 4 * 17 + 5
+    # 0.95x torch fails without noise, passes when each side's IQR is 12% of its median (noise 0.06)
+    square_vs_torch = lambda results: [ok for ok, text in results if text.startswith("square") and "torch" in text]  # noqa: E731
+    assert not any(square_vs_torch(check_targets.check(_target_records(0.95, 0.95))))
+    assert all(square_vs_torch(check_targets.check(_target_records(0.95, 0.95, iqr_ms=0.12))))
+    # 0.85x matmul: misses the 0.90 targets only; 0.96 of the copy misses 97%
+    slow_mm = {text.split(":")[0]: ok for ok, text in check_targets.check(_target_records(1.0, 0.85))}
+    assert not slow_mm["matmul float32 4096x4096x4096 vs torch"] and slow_mm["matmul float32 2048x2048x2048 vs torch"]
+    assert not any(ok for ok, text in check_targets.check(_target_records(0.96, 0.95)) if "vs copy" in text)
+    # a missing or wrong row is a miss
+    rows = [r for r in _target_records(1.0, 0.95) if not (r["op"] == "matmul" and r["shape"] == [8192] * 3)]
+    assert [text for ok, text in check_targets.check(rows) if not ok] == [
+        "matmul float32 8192x8192x8192 vs torch: missing"
+    ]

@@ -26,8 +26,8 @@ namespace {
 // bytes; docs/benchmarks.md, "Square launch shape"):
 //  * one pass of 128-thread blocks, 2 packs per thread: 0.995-1.004x from 2^24 elements up (fp32). 256-thread
 //    blocks ran as fast on one H100 but at 0.972-0.985x on another.
-//  * a grid sized from the SM count that strides over the tensor loses there: 0.94-0.98x at 2^26-2^28 even with
-//    32 waves of blocks, as the blocks drift apart in memory.
+//  * a grid sized from the SM count that strides over the tensor loses there: 0.94-0.95x at 2^26-2^28 with one
+//    wave of blocks, still 0.98-0.996x with 32 waves, as the blocks drift apart in memory.
 //  * the SM count decides the work per thread instead. Mid-size tensors, whose 2-pack grid needs more than one
 //    wave (SMs x resident blocks per SM) but whose 4-pack grid fits in kFewWaves waves, get 4 packs per thread:
 //    the whole tensor is in flight at once, up to 1.13x the copy (16 MB: fp32 2^22, fp64 2^21; torch's fp64
