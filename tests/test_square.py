@@ -119,6 +119,20 @@ def test_square_gradcheck(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_square_autograd_records_only_when_needed(device):
+    """square's C++ autograd kernel (csrc/api.cpp) skips the graph when nothing needs it, and records it otherwise."""
+    x = rand(6, device=device)
+    assert cuda_kernels.square(x).grad_fn is None
+    xg = x.clone().requires_grad_()
+    with torch.no_grad():
+        assert not cuda_kernels.square(xg).requires_grad
+    y = cuda_kernels.square(xg)
+    assert y.requires_grad and y.grad_fn is not None
+    y.sum().backward()
+    torch.testing.assert_close(xg.grad, 2 * x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_square_compile_fullgraph(device):
     torch._dynamo.reset()
 
