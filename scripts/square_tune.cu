@@ -87,33 +87,31 @@ void run(const Pack<T>* x, Pack<T>* y, long n_packs, int waves, double bytes, fl
          name, kLayout == kCapped ? waves : 0, blocks, bytes / ms / 1e6, ms * 1e3, copy_ms / ms);
 }
 
+// The launch shapes timed at every size: large tensors (bandwidth-bound) ...
 template <typename T>
-void sweep(const char* type, std::initializer_list<int> log2_sizes) {
-  for (int p : log2_sizes) {
-    const long bytes_in = long{sizeof(T)} << p;
-    const long n_packs = bytes_in / 16;
-    Pack<T>*x, *y;
-    cudaMalloc(&x, bytes_in);
-    cudaMalloc(&y, bytes_in);
-    cudaMemset(x, 1, bytes_in);
-    const double bytes = 2.0 * bytes_in;
-    const float copy_ms = time_it([&] { cudaMemcpyAsync(y, x, bytes_in, cudaMemcpyDeviceToDevice); });
-    printf("%s 2^%d: copy %.1f GB/s %.2f us\n", type, p, bytes / copy_ms / 1e6, copy_ms * 1e3);
-    run<T, 128, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
-    run<T, 128, 2, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
-    run<T, 128, 4, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
-    run<T, 128, 8, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
-    run<T, 256, 2, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
-    run<T, 128, 2, kAdjacent>(x, y, n_packs, 0, bytes, copy_ms);
-    for (int waves : {1, 8, 32}) run<T, 128, 2, kCapped>(x, y, n_packs, waves, bytes, copy_ms);
-    cudaFree(x);
-    cudaFree(y);
-  }
+void rows_large(const Pack<T>* x, Pack<T>* y, long n_packs, double bytes, float copy_ms) {
+  run<T, 128, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+  run<T, 128, 2, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+  run<T, 128, 4, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+  run<T, 128, 8, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+  run<T, 256, 2, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+  run<T, 128, 2, kAdjacent>(x, y, n_packs, 0, bytes, copy_ms);
+  for (int waves : {1, 8, 32}) run<T, 128, 2, kCapped>(x, y, n_packs, waves, bytes, copy_ms);
 }
 
-// Small tensors (latency-bound, a few us): 1, 2 or 4 packs per thread, i.e. how many SMs share the work.
+// ... and small ones (latency-bound, a few us): 1, 2 or 4 packs per thread, i.e. how many SMs share the work.
 template <typename T>
-void sweep_small(const char* type, std::initializer_list<int> log2_sizes) {
+void rows_small(const Pack<T>* x, Pack<T>* y, long n_packs, double bytes, float copy_ms) {
+  run<T, 128, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+  run<T, 128, 2, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+  run<T, 128, 4, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+  run<T, 64, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+  run<T, 256, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+}
+
+template <typename T>
+void sweep(const char* type, std::initializer_list<int> log2_sizes,
+           void (*rows)(const Pack<T>*, Pack<T>*, long, double, float)) {
   for (int p : log2_sizes) {
     const long bytes_in = long{sizeof(T)} << p;
     const long n_packs = bytes_in / 16;
@@ -124,11 +122,7 @@ void sweep_small(const char* type, std::initializer_list<int> log2_sizes) {
     const double bytes = 2.0 * bytes_in;
     const float copy_ms = time_it([&] { cudaMemcpyAsync(y, x, bytes_in, cudaMemcpyDeviceToDevice); });
     printf("%s 2^%d: copy %.1f GB/s %.2f us\n", type, p, bytes / copy_ms / 1e6, copy_ms * 1e3);
-    run<T, 128, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
-    run<T, 128, 2, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
-    run<T, 128, 4, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
-    run<T, 64, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
-    run<T, 256, 1, kOnePass>(x, y, n_packs, 0, bytes, copy_ms);
+    rows(x, y, n_packs, bytes, copy_ms);
     cudaFree(x);
     cudaFree(y);
   }
@@ -137,12 +131,12 @@ void sweep_small(const char* type, std::initializer_list<int> log2_sizes) {
 int main(int argc, char** argv) {
   cudaMalloc(&flush_buf, kFlushBytes);
   if (argc > 1 && std::string(argv[1]) == "small") {  // 2-byte elements 2^12..2^19 = float 2^11..2^18 (bytes)
-    sweep_small<float>("float32", {11, 12, 13, 14, 15, 16, 17, 18, 19});
+    sweep<float>("float32", {11, 12, 13, 14, 15, 16, 17, 18, 19}, rows_small<float>);
     cudaDeviceSynchronize();
     return 0;
   }
-  sweep<float>("float32", {20, 21, 22, 23, 24, 25, 26, 28});
-  sweep<double>("float64", {19, 20, 21, 22, 23, 24, 27});
+  sweep<float>("float32", {20, 21, 22, 23, 24, 25, 26, 28}, rows_large<float>);
+  sweep<double>("float64", {19, 20, 21, 22, 23, 24, 27}, rows_large<double>);
   cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) printf("CUDA error: %s\n", cudaGetErrorString(err));
   return err != cudaSuccess;
