@@ -137,6 +137,18 @@ def test_sanitize_script_can_check_every_kernel(tmp_path) -> None:
     assert calls and not any("--kernel-name" in call for call in calls), calls
 
 
+def assert_case_skips_under(tool: str, case: str, skip_reason: str | None) -> None:
+    """Runs one test case with CUDA_KERNELS_SANITIZE=tool: it must skip with skip_reason, or pass if that is None."""
+    env = dict(os.environ, CUDA_KERNELS_SANITIZE=tool)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", case]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    if skip_reason is not None:
+        assert "1 skipped" in run.stdout and skip_reason in run.stdout, run.stdout
+    else:
+        assert "1 passed" in run.stdout, run.stdout
+
+
 @pytest.mark.parametrize("tool, skipped", [("racecheck", True), ("memcheck", False), ("", False)])
 def test_heavy_tests_skip_under_slow_sanitizer_tools(tool: str, skipped: bool) -> None:
     """tests/conftest.py skips `heavy` tests when CUDA_KERNELS_SANITIZE names racecheck/initcheck/synccheck."""
@@ -146,19 +158,7 @@ def test_heavy_tests_skip_under_slow_sanitizer_tools(tool: str, skipped: bool) -
     collected = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert "999x999x999" in collected.stdout, collected.stdout  # the heavy cases exist and carry the mark
     case = "tests/test_matmul.py::test_matmul_matches_reference[999x999x999-torch.float32-cpu]"
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", case],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    if skipped:
-        assert "1 skipped" in run.stdout and f"too slow under compute-sanitizer {tool}" in run.stdout, run.stdout
-    else:
-        assert "1 passed" in run.stdout, run.stdout
+    assert_case_skips_under(tool, case, f"too slow under compute-sanitizer {tool}" if skipped else None)
 
 
 def test_sanitize_script_fails_and_counts_errors(tmp_path) -> None:
@@ -186,18 +186,5 @@ def test_sanitize_script_skips_without_a_gpu(tmp_path) -> None:
 @pytest.mark.parametrize("tool, skipped", [("memcheck", True), ("synccheck", True), ("", False)])
 def test_api_error_rows_skip_under_every_sanitizer_tool(tool: str, skipped: bool) -> None:
     """Rows that fail a CUDA allocation on purpose (`api_error`) skip under any tool: each one reports the failure."""
-    env = dict(os.environ, CUDA_KERNELS_SANITIZE=tool)
     case = "tests/test_bad_input.py::test_bad_input[sq-output-alloc-fails-cpu]"
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", case],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    if skipped:
-        assert "1 skipped" in run.stdout and "fails a CUDA API call on purpose" in run.stdout, run.stdout
-    else:
-        assert "1 passed" in run.stdout, run.stdout
+    assert_case_skips_under(tool, case, "fails a CUDA API call on purpose" if skipped else None)
