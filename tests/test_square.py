@@ -171,21 +171,73 @@ def test_square_bad_input(device, x, message):
 # The CPU kernel is compiled once per CPU capability (csrc/cpu/capability.h) and torch's ATEN_CPU_CAPABILITY,
 # read once per process, picks the build: each build is checked exactly in its own process, at every length
 # around its vector width (a full register is 64 bytes with AVX-512), on misaligned starts and special values.
+#
+# torch trusts ATEN_CPU_CAPABILITY=avx512 even on a CPU without AVX-512; csrc/cpu/capability.cpp does not: it
+# lowers torch's choice to what the CPU has. The expected build is computed here by the same rule, from the
+# CPU's flags in /proc/cpuinfo (the kernel lists a feature there only when the CPU has it and the OS enabled it,
+# as __builtin_cpu_supports checks). A build the CPU cannot run is skipped with the missing features named,
+# after checking that the fallback build is the one chosen (nothing is computed then: torch's own AVX-512
+# kernels would crash such a CPU).
+CAPABILITY_FEATURES = {  # the instruction sets each build uses (capability.cpp, vec_isa_begin.h)
+    "DEFAULT": (),
+    "AVX2": ("avx2", "fma", "f16c"),
+    "AVX512": ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq"),
+}
+# Where the extension has its AVX2/AVX512 builds (capability.h: x86-64 with GCC, i.e. Linux here); elsewhere
+# only DEFAULT exists.
+X86_BUILDS = platform.machine() == "x86_64" and sys.platform.startswith("linux")
+
+
+def cpu_flags() -> set[str] | None:
+    """The CPU's feature flags from /proc/cpuinfo (Linux), or None where that file is missing."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return set()
+
+
+def missing_features(capability: str, flags: set[str]) -> list[str]:
+    """Features of `capability` ("DEFAULT", "AVX2", "AVX512") that `flags` lacks, in CAPABILITY_FEATURES order."""
+    return [f for f in CAPABILITY_FEATURES[capability] if f not in flags]
+
+
+def expected_capability(torch_choice: str, flags: set[str], x86_builds: bool = True) -> str:
+    """The build capability.cpp runs: torch's choice, lowered to the best build whose features the CPU has."""
+    if not x86_builds:
+        return "DEFAULT"
+    if torch_choice == "AVX512" and not missing_features("AVX512", flags):
+        return "AVX512"
+    if torch_choice in ("AVX512", "AVX2") and not missing_features("AVX2", flags):
+        return "AVX2"
+    return "DEFAULT"
+
+
+def test_expected_capability_mirrors_capability_cpp():
+    avx512 = set(CAPABILITY_FEATURES["AVX512"]) | {"sse4_2", "avx"}
+    epyc_avx2 = set(CAPABILITY_FEATURES["AVX2"]) | {"sse4_2", "avx"}  # an AMD EPYC without AVX-512
+    assert expected_capability("AVX512", avx512) == "AVX512"
+    assert expected_capability("AVX2", avx512) == "AVX2"
+    assert expected_capability("DEFAULT", avx512) == "DEFAULT"
+    assert expected_capability("AVX512", epyc_avx2) == "AVX2"
+    assert missing_features("AVX512", epyc_avx2) == ["avx512f", "avx512bw", "avx512vl", "avx512dq"]
+    assert expected_capability("AVX512", avx512 - {"avx512vl"}) == "AVX2"  # all four AVX-512 subsets are needed
+    assert expected_capability("AVX2", epyc_avx2 - {"f16c"}) == "DEFAULT"
+    assert expected_capability("AVX512", avx512 - {"fma"}) == "DEFAULT"  # AVX512 builds on the AVX2 set
+    assert expected_capability("AVX512", avx512, x86_builds=False) == "DEFAULT"
+
+
 _CAPABILITY_SCRIPT = r"""
-import platform
 import sys
 import torch
 import cuda_kernels
 
-want = sys.argv[1].upper()
-torch_choice = torch.backends.cpu.get_cpu_capability()
-ours = cuda_kernels._C._cpu_capability()
-if torch_choice != want:
-    print(f"SKIP torch runs {torch_choice} here, not {want}")
+print("TORCH", torch.backends.cpu.get_cpu_capability(), "OURS", cuda_kernels._C._cpu_capability(), flush=True)
+if sys.argv[1] != "sweep":
     sys.exit(0)
-# ours is torch's choice; only DEFAULT exists where the extension has no AVX builds (not x86-64 Linux with GCC).
-x86_gcc = platform.machine() == "x86_64" and sys.platform.startswith("linux")
-assert ours == want or (ours == "DEFAULT" and not x86_gcc), f"torch runs {want}, our kernels {ours}"
 special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e20, 1e-20, 1e-30, -3.0, 65504.0])
 gen = torch.Generator().manual_seed(0)
 for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
@@ -196,22 +248,40 @@ for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
         for x in (base[:n], base[1 : n + 1], base[3:]):  # aligned and misaligned contiguous starts
             ref = x.double().square().to(dtype)
             torch.testing.assert_close(cuda_kernels.square(x), ref, rtol=0, atol=0, equal_nan=True)
-print("OK", ours)
+print("OK")
 """
 
 
 @pytest.mark.parametrize("capability", ["default", "avx2", "avx512"])
 def test_square_cpu_capability(capability):
+    want = capability.upper()
+    flags = cpu_flags()
+    if flags is None and want != "DEFAULT":
+        pytest.skip(f"no /proc/cpuinfo: cannot tell whether this CPU has the instruction sets of the {want} build")
+    flags = flags or set()
+    missing = missing_features(want, flags)
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(cuda_kernels.__file__)))
     env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    # Without the features, only report the choice: torch's own kernels would run instructions the CPU lacks.
+    mode = "report" if missing else "sweep"
     proc = subprocess.run(
-        [sys.executable, "-c", _CAPABILITY_SCRIPT, capability], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", _CAPABILITY_SCRIPT, mode], env=env, capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    if proc.stdout.startswith("SKIP"):
-        pytest.skip(proc.stdout.strip())
-    assert proc.stdout.startswith("OK"), proc.stdout + proc.stderr
+    words = proc.stdout.split()
+    assert words[:1] == ["TORCH"] and words[2:3] == ["OURS"], proc.stdout + proc.stderr
+    torch_choice, ours = words[1], words[3]
+    expected = expected_capability(torch_choice, flags, X86_BUILDS)
+    assert ours == expected, (
+        f"ATEN_CPU_CAPABILITY={capability}: torch runs {torch_choice}, our kernels {ours}; expected {expected} "
+        f"on a CPU with {sorted(flags & set(CAPABILITY_FEATURES['AVX512']))}"
+    )
+    if torch_choice != want:
+        pytest.skip(f"torch runs {torch_choice} here with ATEN_CPU_CAPABILITY={capability}, not {want}")
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}: our {want} build cannot run here ({expected} runs instead)")
+    assert words[-1] == "OK", proc.stdout + proc.stderr
 
 
 @pytest.mark.skipif(
