@@ -1115,6 +1115,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A GPU host with a CPU-only build of the extension: the run times the CPU kernels, and its first line says so
+# (tests/conftest.py stops the test session in the same case). This variable marks the CPU-only build deliberate.
+ALLOW_CPU_ONLY_ENV = "CUDA_KERNELS_ALLOW_CPU_ONLY"
+
+
+def cpu_only_build_notice() -> str:
+    """The line printed first when a CUDA device is visible but the extension has no CUDA; "" otherwise."""
+    if not torch.cuda.is_available() or cuda_kernels.build_info()["cuda"]:
+        return ""
+    if os.environ.get(ALLOW_CPU_ONLY_ENV, "") not in ("", "0"):
+        return f"note: CPU-only build on a host with a CUDA device ({ALLOW_CPU_ONLY_ENV}=1): timing the CPU kernels"
+    return (
+        "WARNING: a CUDA device is visible but the extension was built without CUDA (WITH_CUDA=0 or no toolkit "
+        "found at build time): only the CPU kernels are timed. Rebuild with the CUDA toolkit visible "
+        "(`python -m cuda_kernels.doctor` shows what a build finds), or set "
+        f"{ALLOW_CPU_ONLY_ENV}=1 for a deliberate CPU-only build."
+    )
+
+
 def pick_device(requested: str | None) -> torch.device:
     """The --device choice, checked; by default CUDA when both a GPU and a CUDA build of the extension exist."""
     has_cuda = torch.cuda.is_available() and cuda_kernels.build_info()["cuda"]
@@ -1182,6 +1201,9 @@ def select_ours(args: argparse.Namespace, device: torch.device) -> list[Impl]:
 def main(argv: list[str] | None = None) -> int:
     """Runs the benchmark; returns the exit code (0 ok, 1 wrong result, 2 bad arguments, 3 regression)."""
     args = build_parser().parse_args(argv)
+    notice = cpu_only_build_notice()
+    if notice:
+        print(notice, flush=True)
     try:
         device = pick_device(args.device)
         cases = select_cases(args, device)

@@ -1,4 +1,5 @@
-"""Shared test helpers: which devices to test on, dtypes, and per-dtype tolerances."""
+"""Shared test helpers: which devices to test on (and the session check for a GPU host with a CPU-only build),
+dtypes, and per-dtype tolerances."""
 
 from __future__ import annotations
 
@@ -12,15 +13,42 @@ from cuda_kernels.testing import matmul_error_bound  # noqa: F401  (tests import
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
-HAS_GPU = torch.cuda.is_available()
-EXT_HAS_CUDA = cuda_kernels.build_info()["cuda"]
+# A GPU host must not pass the suite on a CPU-only build by skipping every CUDA case: the session stops at the start
+# (pytest_configure below) unless CUDA_KERNELS_ALLOW_CPU_ONLY=1 says the CPU-only build is deliberate.
+ALLOW_CPU_ONLY_ENV = "CUDA_KERNELS_ALLOW_CPU_ONLY"
 
-if not HAS_GPU:
-    CUDA_SKIP_REASON = "no CUDA device visible"
-elif not EXT_HAS_CUDA:
-    CUDA_SKIP_REASON = "the extension was built without CUDA (WITH_CUDA=0 or no toolkit)"
-else:
-    CUDA_SKIP_REASON = ""
+
+def cuda_session_check(
+    has_gpu: bool, ext_has_cuda: bool, allow_cpu_only: bool, ext_path: str | None = None
+) -> tuple[str, str]:
+    """(skip reason for the CUDA cases, "" when they run; error that stops the session, "" when it may run)."""
+    if not has_gpu:
+        return "no CUDA device visible", ""
+    if ext_has_cuda:
+        return "", ""
+    built_without = "the extension was built without CUDA (WITH_CUDA=0 or no toolkit found at build time)"
+    if allow_cpu_only:
+        return f"{built_without}; {ALLOW_CPU_ONLY_ENV}=1 accepts that on this GPU host", ""
+    return built_without, (
+        f"a CUDA device is visible but {built_without}: every CUDA test would skip. Loaded: {ext_path or '?'}. "
+        "Rebuild with the CUDA toolkit visible (nvcc on PATH or CUDA_HOME set): "
+        "pip install --no-build-isolation -e . ; `python -m cuda_kernels.doctor` shows what a build finds. "
+        f"For a deliberate CPU-only build, set {ALLOW_CPU_ONLY_ENV}=1 (the CUDA cases then skip)."
+    )
+
+
+HAS_GPU = torch.cuda.is_available()
+_BUILD_INFO = cuda_kernels.build_info()
+EXT_HAS_CUDA = _BUILD_INFO["cuda"]
+ALLOW_CPU_ONLY = os.environ.get(ALLOW_CPU_ONLY_ENV, "") not in ("", "0")
+CUDA_SKIP_REASON, CUDA_SESSION_ERROR = cuda_session_check(HAS_GPU, EXT_HAS_CUDA, ALLOW_CPU_ONLY, _BUILD_INFO["path"])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Stops the session before collection when a GPU host loaded a CPU-only build (cuda_session_check)."""
+    if CUDA_SESSION_ERROR:
+        raise pytest.UsageError(CUDA_SESSION_ERROR)
+
 
 if CUDA_SKIP_REASON:
     TWO_GPU_SKIP_REASON = CUDA_SKIP_REASON
