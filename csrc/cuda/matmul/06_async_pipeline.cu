@@ -21,6 +21,13 @@
 // float16/bfloat16 are converted to float on the way into shared memory, so they use plain loads and stores
 // instead of cp.async (correct, not tuned); float64 uses 8-byte cp.async. Both run a small tile configuration.
 //
+// Shared memory: BigConfig's 99,840 bytes (97.5 KiB) per block fit sm_80, sm_86/89 (99 KiB opt-in) and sm_90 on,
+// not sm_75 (64 KiB) or sm_70 (96 KiB). The launcher reads the device's opt-in limit per block
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin) and takes the first configuration of its preference list that fits;
+// the last of each list fits the 48 KiB that every device gives without opting in. Testing switch:
+// CUDA_KERNELS_SMEM_LIMIT_BYTES=<bytes>, read once per process, caps the limit the launcher believes, so one GPU can
+// exercise the choices made on smaller ones (tests/test_matmul_smem_limit.py).
+//
 // Tuning: kFp32Configs lists the float32 configurations compiled in; the launcher picks one by shape, and the
 // environment variables CUDA_KERNELS_MATMUL_06_CONFIG=<name> and CUDA_KERNELS_MATMUL_06_SPLITS=<n> force a
 // configuration and a split-K factor (scripts/tune_matmul.py uses them). Compiling with
@@ -211,6 +218,10 @@ struct TileLoader {
 constexpr size_t kArchSmemPerSm = 227 * 1024;
 #elif __CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870
 constexpr size_t kArchSmemPerSm = 163 * 1024;
+#elif __CUDA_ARCH__ == 750
+constexpr size_t kArchSmemPerSm = 64 * 1024;
+#elif __CUDA_ARCH__ < 750
+constexpr size_t kArchSmemPerSm = 96 * 1024;  // sm_70, sm_72
 #else
 constexpr size_t kArchSmemPerSm = 99 * 1024;
 #endif
@@ -385,13 +396,23 @@ int64_t choose_splits(int64_t tiles, int64_t K, int bk, int min_blocks, int sms)
   return std::max<int64_t>(1, std::min(want, K / (kMinSlabsPerSplit * bk)));
 }
 
-// float32 configurations (the launcher picks one by shape): big tiles, with K split when they are too few to
-// fill the GPU; skinny tiles for M <= 16 (M = 1 is a matrix-vector product), always with K split.
+// float32 configurations (the launcher picks one by shape and by the shared memory the device allows): big tiles,
+// with K split when they are too few to fill the GPU; skinny tiles for M <= 16 (M = 1 is a matrix-vector
+// product), always with K split. Where BigConfig's 97.5 KiB do not fit (sm_70: 96 KiB, sm_75: 64 KiB), the same
+// 128 x 128 tiles with 16-deep slabs: MidConfig (3 stages, 48.75 KiB; one block per SM on those GPUs, so no
+// register cap), else SmallConfig (2 stages, 32.5 KiB).
 using BigConfig = Config<128, 128, 32, 32, 64, 8, 8, 3, 2>;
+using MidConfig = Config<128, 128, 16, 32, 64, 8, 8, 3, 1>;
+using SmallConfig = Config<128, 128, 16, 32, 64, 8, 8, 2, 2>;
 using SkinnyConfig = Config<16, 128, 16, 16, 32, 4, 4, 4, 4>;
 constexpr int64_t kSkinnyMaxM = 16;
 // float16 / bfloat16 / float64, and float32 that cannot use 16-byte copies of B.
 using ScalarConfig = Config<64, 64, 16, 32, 32, 4, 8, 2, 1>;
+
+// Dynamic shared memory (bytes) any device gives a block without opting in: the last resort of every preference list.
+constexpr size_t kNoOptInSmem = 48 * 1024;
+static_assert(SmallConfig::smem_bytes<float>() <= kNoOptInSmem && SkinnyConfig::smem_bytes<float>() <= kNoOptInSmem);
+static_assert(ScalarConfig::smem_bytes<double>() <= kNoOptInSmem, "the scalar path never needs the opt-in");
 
 // The float32 configurations compiled in, by the name CUDA_KERNELS_MATMUL_06_CONFIG takes:
 // BMxBNxBK_wWMxWN_tTMxTN_s<stages>_b<min blocks per SM>.
@@ -399,16 +420,20 @@ struct Fp32Config {
   const char* name;
   void (*launch)(const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t splits);
   int bm, bn, bk, min_blocks;
+  size_t smem;  // dynamic shared memory per block, bytes
 };
 template <class Cfg>
 constexpr Fp32Config fp32_config(const char* name) {
-  return {name, &launch_config<Cfg, float, true>, Cfg::kBM, Cfg::kBN, Cfg::kBK, Cfg::kMinBlocks};
+  constexpr size_t smem = Cfg::template smem_bytes<float>();
+  return {name, &launch_config<Cfg, float, true>, Cfg::kBM, Cfg::kBN, Cfg::kBK, Cfg::kMinBlocks, smem};
 }
-// The launcher's choices first (kBig, kSkinny index them), then the tuning candidates (docs/matmul.md has
+// The launcher's choices first (kBig .. kSkinny index them), then the tuning candidates (docs/matmul.md has
 // their timings).
-constexpr int kBig = 0, kSkinny = 1;
+constexpr int kBig = 0, kMid = 1, kSmall = 2, kSkinny = 3;
 const Fp32Config kFp32Configs[] = {
     fp32_config<BigConfig>("128x128x32_w32x64_t8x8_s3_b2"),
+    fp32_config<MidConfig>("128x128x16_w32x64_t8x8_s3_b1"),
+    fp32_config<SmallConfig>("128x128x16_w32x64_t8x8_s2_b2"),
     fp32_config<SkinnyConfig>("16x128x16_w16x32_t4x4_s4_b4"),
 #ifdef CUDA_KERNELS_MATMUL_TUNING
     fp32_config<Config<128, 128, 32, 32, 64, 8, 8, 2, 2>>("128x128x32_w32x64_t8x8_s2_b2"),
@@ -421,11 +446,47 @@ const Fp32Config kFp32Configs[] = {
     fp32_config<Config<256, 128, 8, 64, 64, 16, 8, 3, 1>>("256x128x8_w64x64_t16x8_s3_b1"),
 #endif
 };
+// Preference lists, best first; each ends with a configuration that fits kNoOptInSmem.
+constexpr int kGeneralPreference[] = {kBig, kMid, kSmall};
+constexpr int kSkinnyPreference[] = {kSkinny};
 
 std::string fp32_config_names() {
   std::string s;
   for (const Fp32Config& cfg : kFp32Configs) s += (s.empty() ? "" : ", ") + std::string(cfg.name);
   return s;
+}
+
+constexpr const char* kSmemLimitEnv = "CUDA_KERNELS_SMEM_LIMIT_BYTES";
+
+// CUDA_KERNELS_SMEM_LIMIT_BYTES as a number of bytes, 0 when unset or empty. Called once per process.
+int64_t read_smem_cap() {
+  const char* text = std::getenv(kSmemLimitEnv);
+  if (text == nullptr || text[0] == '\0') return 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text, &end, 10);
+  TORCH_CHECK(*end == '\0' && value > 0, "cuda_kernels.matmul: ", kSmemLimitEnv, "=", text,
+              " is not a positive number of bytes");
+  return value;
+}
+
+// Dynamic shared memory a block may use on `device`: its opt-in limit (cached per device), capped by
+// CUDA_KERNELS_SMEM_LIMIT_BYTES (read on the first call; a bad value raises on every call).
+size_t smem_limit(int device) {
+  static const int64_t cap = read_smem_cap();  // thread-safe one-time initialization; retried if it threw
+  const auto optin =
+      static_cast<size_t>(detail::cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device));
+  return cap > 0 ? std::min(optin, static_cast<size_t>(cap)) : optin;
+}
+
+// The first configuration of `preference` whose shared memory fits `limit` bytes.
+template <size_t kCount>
+const Fp32Config& first_that_fits(const int (&preference)[kCount], size_t limit) {
+  const int* fit = std::find_if(preference, preference + kCount, [&](int i) { return kFp32Configs[i].smem <= limit; });
+  // Only a cap below 48 KiB fails this: every device allows the last choice of each list.
+  TORCH_CHECK(fit != preference + kCount, "cuda_kernels.matmul: no float32 configuration fits in ", limit,
+              " bytes of shared memory per block (", kSmemLimitEnv, " caps it; the smallest needs ",
+              kFp32Configs[preference[kCount - 1]].smem, ")");
+  return kFp32Configs[*fit];
 }
 
 }  // namespace
@@ -440,7 +501,9 @@ void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tens
                                     [&] { launch_config<ScalarConfig, scalar_t, false>(a, b, c, 1); });
     return;
   }
-  const int sms = sm_count(c.get_device());
+  const int device = c.get_device();
+  const int sms = sm_count(device);
+  const size_t limit = smem_limit(device);
   // Tuning knobs: CUDA_KERNELS_MATMUL_06_CONFIG=<name> forces a configuration, CUDA_KERNELS_MATMUL_06_SPLITS=<n>
   // a split-K factor.
   const Fp32Config* cfg = nullptr;
@@ -450,8 +513,13 @@ void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tens
     }
     TORCH_CHECK(cfg != nullptr, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced,
                 " is not a compiled configuration; available: ", fp32_config_names());
+    TORCH_CHECK(cfg->smem <= limit, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced, " needs ", cfg->smem,
+                " bytes of shared memory per block; device ", device, " allows ", limit,
+                " (the device's opt-in limit, capped by ", kSmemLimitEnv, " when set)");
+  } else if (M <= kSkinnyMaxM) {
+    cfg = &first_that_fits(kSkinnyPreference, limit);
   } else {
-    cfg = &kFp32Configs[M <= kSkinnyMaxM ? kSkinny : kBig];
+    cfg = &first_that_fits(kGeneralPreference, limit);
   }
   const int64_t tiles = ceil_div<int64_t>(M, cfg->bm) * ceil_div<int64_t>(N, cfg->bn);
   int64_t splits = choose_splits(tiles, K, cfg->bk, cfg->min_blocks, sms);
