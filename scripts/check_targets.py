@@ -1,21 +1,31 @@
 #!/usr/bin/env python
-"""Checks a benchmark.py JSON against the performance targets of the kernels (issue 4), one line per row.
+"""Checks a benchmark.py JSON against the performance targets of the kernels (issue 4), one line per target.
 
     python scripts/check_targets.py docs/results/h100.json      # exit status 0: every target met
 
-Targets (each ratio is between rows of the same run):
-  square vs copy    float32 and bfloat16, n >= 2^26: ours at least 97% of the device-to-device copy's bandwidth.
-  square vs torch   all four dtypes, 2^12 <= n <= 2^28: median time ratio torch / ours >= 1.0 within the run's
-                    noise, taken as half the relative IQR of each side, added: ratio >= 1 - (iqr_o/med_o +
-                    iqr_t/med_t) / 2. Rows under about 10 us have IQRs of 5-15% (event resolution, launch
-                    jitter); large rows 0.1-2%.
-  matmul vs torch   float32, default variant, TF32 off: >= 0.90 at 4096^3 and 8192^3, >= 0.80 at 2048^3, 4000^3
-                    and 8192x1024x4096 (M x N x K).
+A target is met only when the ratio of the two medians meets it; the spread of the samples gives no allowance.
+Each ratio is between rows of the same run, and is reference median time / our median time (above 1: ours is
+faster), or for the copy target that ratio in percent. A row that is missing, has no median or was marked wrong
+(correct is False) misses every target it takes part in.
+
+Targets:
+  square vs copy    float32 and bfloat16, every size n >= 2^26 in the run (2^26 if there is none): ours at least
+                    97% of the device-to-device copy's bandwidth, i.e. copy median / ours median >= 0.97.
+  square vs torch   per dtype (float32, float64, float16, bfloat16): every size 2^12, 2^13, ..., 2^28 at least
+                    0.98x (torch median / ours median >= 0.98), and the geometric mean of those 17 ratios at least
+                    1.00x. Two kernels at the same memory roofline differ by noise, so single sizes may fall a
+                    little below 1; on average ours must not be slower.
+  matmul vs torch   float32, default variant (0), TF32 off: >= 0.90x at 4096^3 and 8192^3, >= 0.80x at 2048^3,
+                    4000^3 and 8192x1024x4096 (M x N x K).
+
+Beside each ratio the spread of both sides is printed as relative IQRs (interquartile range / median, ours then the
+reference), for the reader to judge how close a ratio is to noise; it does not change the verdict.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any
 
@@ -23,19 +33,43 @@ SQUARE_COPY_DTYPES = ("float32", "bfloat16")
 SQUARE_COPY_MIN_LOG2 = 26
 SQUARE_COPY_MIN_PCT = 97.0
 SQUARE_TORCH_DTYPES = ("float32", "float64", "float16", "bfloat16")
-SQUARE_TORCH_LOG2 = range(12, 29)
+SQUARE_TORCH_LOG2 = range(12, 29)  # 2^12 .. 2^28
+SQUARE_TORCH_MIN_RATIO = 0.98  # every size
+SQUARE_TORCH_MIN_GEOMEAN = 1.00  # geometric mean over SQUARE_TORCH_LOG2
 MATMUL_MIN_RATIO = {(4096, 4096, 4096): 0.90, (8192, 8192, 8192): 0.90, (2048, 2048, 2048): 0.80,
                     (4000, 4000, 4000): 0.80, (8192, 1024, 4096): 0.80}  # fmt: skip
 
+Record = dict[str, Any]
 
-def check(records: list[dict[str, Any]]) -> list[tuple[bool, str]]:
-    """(met, description) per target row; a row missing from the JSON counts as not met."""
+
+def relative_iqr(record: Record) -> float | None:
+    """iqr_ms / median_ms of a record, None when either is missing."""
+    iqr, med = record.get("iqr_ms"), record.get("median_ms")
+    return iqr / med if iqr is not None and med else None
+
+
+def spread(ours: Record, ref: Record, ref_name: str) -> str:
+    """'IQR ours 1.2%, torch 0.8%': both sides' relative IQRs."""
+
+    def pct(record: Record) -> str:
+        rel = relative_iqr(record)
+        return "n/a" if rel is None else f"{100 * rel:.1f}%"
+
+    return f"IQR ours {pct(ours)}, {ref_name} {pct(ref)}"
+
+
+def check(records: list[Record]) -> list[tuple[bool, str]]:
+    """(met, description) per target, in the module docstring's order (per dtype: its sizes, then its geomean)."""
     by = {(r["op"], r["dtype"], tuple(r["shape"]), r["impl"], r.get("variant")): r for r in records}
     results: list[tuple[bool, str]] = []
 
-    def row(op: str, dtype: str, shape: tuple[int, ...], impl: str, variant: int | None = None):
+    def row(op: str, dtype: str, shape: tuple[int, ...], impl: str, variant: int | None = None) -> Record | None:
         r = by.get((op, dtype, shape, impl, variant))
         return r if r and r.get("median_ms") and r.get("correct") is not False else None
+
+    def missing(name: str, **rows: Record | None) -> tuple[bool, str]:
+        absent = ", ".join(impl for impl, r in rows.items() if r is None)
+        return False, f"{name}: missing ({absent}: no row, no median or a wrong result)"
 
     for dtype in SQUARE_COPY_DTYPES:
         sizes = sorted(s[0] for (op, dt, s, impl, _) in by if op == "square" and dt == dtype and impl == "ours")
@@ -43,36 +77,51 @@ def check(records: list[dict[str, Any]]) -> list[tuple[bool, str]]:
             ours, copy = row("square", dtype, (n,), "ours"), row("copy", dtype, (n,), "torch")
             name = f"square {dtype} 2^{n.bit_length() - 1} vs copy"
             if not (ours and copy):
-                results.append((False, f"{name}: missing"))
+                results.append(missing(name, ours=ours, copy=copy))
                 continue
             pct = 100 * copy["median_ms"] / ours["median_ms"]
-            results.append((pct >= SQUARE_COPY_MIN_PCT, f"{name}: {pct:.1f}% (target >= {SQUARE_COPY_MIN_PCT:.0f}%)"))
+            met = pct >= SQUARE_COPY_MIN_PCT
+            text = f"{name}: {pct:.1f}% (target >= {SQUARE_COPY_MIN_PCT:.0f}%; {spread(ours, copy, 'copy')})"
+            results.append((met, text))
 
     for dtype in SQUARE_TORCH_DTYPES:
+        ratios: list[float] = []
         for p in SQUARE_TORCH_LOG2:
             ours, ref = row("square", dtype, (2**p,), "ours"), row("square", dtype, (2**p,), "torch")
             name = f"square {dtype} 2^{p} vs torch"
             if not (ours and ref):
-                results.append((False, f"{name}: missing"))
+                results.append(missing(name, ours=ours, torch=ref))
                 continue
             ratio = ref["median_ms"] / ours["median_ms"]
-            noise = (ours["iqr_ms"] / ours["median_ms"] + ref["iqr_ms"] / ref["median_ms"]) / 2
-            met = ratio >= 1.0 - noise
-            results.append((met, f"{name}: {ratio:.3f}x (noise {noise:.3f}, target >= {1 - noise:.3f})"))
+            ratios.append(ratio)
+            text = f"{name}: {ratio:.3f}x (target >= {SQUARE_TORCH_MIN_RATIO:.2f}; {spread(ours, ref, 'torch')})"
+            results.append((ratio >= SQUARE_TORCH_MIN_RATIO, text))
+        first, last = SQUARE_TORCH_LOG2[0], SQUARE_TORCH_LOG2[-1]
+        name = f"square {dtype} geomean 2^{first}..2^{last} vs torch"
+        if len(ratios) < len(SQUARE_TORCH_LOG2):
+            results.append((False, f"{name}: missing ({len(SQUARE_TORCH_LOG2) - len(ratios)} size(s) without a ratio)"))
+            continue
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        text = f"{name}: {geomean:.3f}x (target >= {SQUARE_TORCH_MIN_GEOMEAN:.2f}; min {min(ratios):.3f}x)"
+        results.append((geomean >= SQUARE_TORCH_MIN_GEOMEAN, text))
 
     for shape, target in MATMUL_MIN_RATIO.items():
         ours, ref = row("matmul", "float32", shape, "ours", 0), row("matmul", "float32", shape, "torch")
         name = f"matmul float32 {'x'.join(map(str, shape))} vs torch"
         if not (ours and ref):
-            results.append((False, f"{name}: missing"))
+            results.append(missing(name, ours=ours, torch=ref))
             continue
         ratio = ref["median_ms"] / ours["median_ms"]
-        results.append((ratio >= target, f"{name}: {ratio:.3f}x (target >= {target:.2f})"))
+        results.append(
+            (ratio >= target, f"{name}: {ratio:.3f}x (target >= {target:.2f}; {spread(ours, ref, 'torch')})")
+        )
     return results
 
 
 def main(path: str) -> int:
-    data = json.load(open(path))
+    """Prints the run's header, one line per target and a summary; returns 0 when every target is met, else 1."""
+    with open(path) as f:
+        data = json.load(f)
     env = data["env"]
     print(f"{env.get('gpu')}, SM clock {env.get('sm_clock_mhz')} MHz, torch {env.get('torch')}, "
           f"commit {str(env.get('git_commit'))[:10]}, {env.get('date')}")  # fmt: skip

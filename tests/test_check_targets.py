@@ -1,0 +1,157 @@
+"""scripts/check_targets.py: the kernels' performance targets read from a benchmark JSON, on synthetic records.
+
+A target is met only when the ratio of medians meets it (no allowance from the IQR); square vs torch needs every
+size 2^12..2^28 at >= 0.98x and the geometric mean of those ratios at >= 1.00x, per dtype."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import check_targets  # noqa: E402
+
+DTYPES = ("float32", "float64", "float16", "bfloat16")
+SIZES = range(12, 29)
+# 2 dtypes x 3 sizes (2^26..2^28) vs copy, 4 dtypes x (17 sizes + geomean) vs torch, 5 matmul shapes.
+N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5
+
+
+def records(
+    square_ratio: float | dict[tuple[str, int], float] = 1.0,
+    matmul_ratio: float = 0.95,
+    copy_ratio: float = 1.0,
+    iqr_fraction: float = 0.0,
+) -> list[dict]:
+    """Synthetic rows for every target case. torch's square and the copy take 1 ms; ours takes 1 / ratio ms, the
+    ratio being square_ratio (one number, or per (dtype, log2 size) with 1.0 for the rest) vs torch and copy_ratio
+    vs the copy (the copy row is scaled instead). Every row's IQR is iqr_fraction of its median."""
+    rows = []
+
+    def add(**row) -> None:
+        rows.append({**row, "iqr_ms": iqr_fraction * row["median_ms"]})
+
+    for dtype in DTYPES:
+        for p in SIZES:
+            ratio = square_ratio if isinstance(square_ratio, float) else square_ratio.get((dtype, p), 1.0)
+            base = {"dtype": dtype, "shape": [2**p], "variant": None}
+            add(**base, op="copy", impl="torch", median_ms=copy_ratio / ratio)
+            add(**base, op="square", impl="torch", median_ms=1.0)
+            add(**base, op="square", impl="ours", median_ms=1.0 / ratio, correct=True)
+    for shape in ([4096] * 3, [8192] * 3, [2048] * 3, [4000] * 3, [8192, 1024, 4096]):
+        base = {"op": "matmul", "dtype": "float32", "shape": shape}
+        add(**base, impl="torch", variant=None, median_ms=1.0)
+        add(**base, impl="ours", variant=0, median_ms=1.0 / matmul_ratio, correct=True)
+    return rows
+
+
+def verdicts(rows: list[dict]) -> dict[str, bool]:
+    """{target name (the text before ':'): met}."""
+    return {text.split(":")[0]: met for met, text in check_targets.check(rows)}
+
+
+def misses(rows: list[dict]) -> list[str]:
+    return [name for name, met in verdicts(rows).items() if not met]
+
+
+def test_everything_at_parity_is_met():
+    results = check_targets.check(records())
+    assert len(results) == N_TARGETS and all(met for met, _ in results), results
+
+
+@pytest.mark.parametrize("iqr_fraction", [0.0, 0.15, 0.5])
+def test_a_size_at_0_97x_misses_whatever_its_spread(iqr_fraction):
+    rows = records({("float32", 12): 0.97}, iqr_fraction=iqr_fraction)
+    # The size misses; the geomean over 17 sizes (0.97^(1/17) = 0.998) misses with it.
+    assert misses(rows) == ["square float32 2^12 vs torch", "square float32 geomean 2^12..2^28 vs torch"]
+
+
+def test_per_size_boundary_is_0_98():
+    assert verdicts(records({("float16", 20): 0.98}))["square float16 2^20 vs torch"]  # 0.98 / 1.0: exactly
+    assert not verdicts(records({("float16", 20): 0.9799}))["square float16 2^20 vs torch"]
+
+
+def test_geomean_is_checked_on_its_own():
+    # Every size at 0.99x: each meets 0.98, the geomean (0.99) misses 1.00.
+    assert misses(records(0.99)) == [f"square {dtype} geomean 2^12..2^28 vs torch" for dtype in DTYPES]
+    # One size at 0.97x, the other 16 at 1.01x: that size misses, the geomean (1.0076) is met.
+    ratios = {("bfloat16", p): 1.01 for p in SIZES} | {("bfloat16", 16): 0.97}
+    assert misses(records(ratios)) == ["square bfloat16 2^16 vs torch"]
+    geomean = math.exp((16 * math.log(1.01) + math.log(0.97)) / 17)
+    assert any(
+        f"geomean 2^12..2^28 vs torch: {geomean:.3f}x" in text for _, text in check_targets.check(records(ratios))
+    )
+
+
+def test_geomean_is_geometric_not_arithmetic():
+    # 16 sizes at 0.98x and one at 1.33x: arithmetic mean 1.0006 (would pass), geometric mean 0.9978 (misses).
+    ratios = {("float64", p): 0.98 for p in SIZES} | {("float64", 28): 1.33}
+    assert sum(ratios.values()) / len(ratios) >= 1.0
+    assert misses(records(ratios)) == ["square float64 geomean 2^12..2^28 vs torch"]
+
+
+def test_missing_or_wrong_rows_miss():
+    rows = [r for r in records() if not (r["op"] == "square" and r["dtype"] == "float16" and r["shape"] == [2**13])]
+    assert misses(rows) == ["square float16 2^13 vs torch", "square float16 geomean 2^12..2^28 vs torch"]
+    texts = [text for met, text in check_targets.check(rows) if not met]
+    assert texts[0].startswith("square float16 2^13 vs torch: missing (ours, torch:"), texts
+    assert texts[1] == "square float16 geomean 2^12..2^28 vs torch: missing (1 size(s) without a ratio)"
+
+    rows = [r for r in records() if not (r["op"] == "matmul" and r["shape"] == [8192] * 3)]
+    assert misses(rows) == ["matmul float32 8192x8192x8192 vs torch"]
+
+    rows = records()
+    for r in rows:
+        if r["op"] == "square" and r["impl"] == "ours" and r["dtype"] == "float32" and r["shape"] == [2**27]:
+            r["correct"] = False  # a wrong result has no speed
+    assert misses(rows) == [
+        "square float32 2^27 vs copy",
+        "square float32 2^27 vs torch",
+        "square float32 geomean 2^12..2^28 vs torch",
+    ]
+
+
+def test_copy_and_matmul_targets():
+    assert misses(records(copy_ratio=0.96)) == [f"square {d} 2^{p} vs copy" for d in ("float32", "bfloat16") for p in (26, 27, 28)]  # fmt: skip
+    assert not misses(records(copy_ratio=0.97))
+    # 0.85x matmul misses the 0.90 targets only.
+    assert misses(records(matmul_ratio=0.85)) == [
+        "matmul float32 4096x4096x4096 vs torch",
+        "matmul float32 8192x8192x8192 vs torch",
+    ]
+
+
+def test_spread_is_reported_beside_each_ratio():
+    texts = [text for _, text in check_targets.check(records(iqr_fraction=0.12))]
+    assert "square float32 2^12 vs torch: 1.000x (target >= 0.98; IQR ours 12.0%, torch 12.0%)" in texts
+    assert "square bfloat16 2^26 vs copy: 100.0% (target >= 97%; IQR ours 12.0%, copy 12.0%)" in texts
+    assert "matmul float32 2048x2048x2048 vs torch: 0.950x (target >= 0.80; IQR ours 12.0%, torch 12.0%)" in texts
+
+
+def test_main_prints_every_target_and_sets_the_exit_status(tmp_path, capsys):
+    env = {"gpu": "Test GPU", "sm_clock_mhz": 1000, "torch": "2.x", "git_commit": "abc", "date": "today"}
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps({"env": env, "records": records()}))
+    bad.write_text(json.dumps({"env": env, "records": records({("float32", 12): 0.97}, iqr_fraction=0.5)}))
+    assert check_targets.main(str(good)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Test GPU, SM clock 1000 MHz") and lines[-1] == f"{N_TARGETS} of {N_TARGETS} targets met"
+    assert len(lines) == N_TARGETS + 2
+    assert check_targets.main(str(bad)) == 1
+    out = capsys.readouterr().out
+    assert "MISS square float32 2^12 vs torch: 0.970x" in out and f"{N_TARGETS - 2} of {N_TARGETS}" in out
+
+
+def test_committed_h100_json_is_checked_row_by_row(capsys):
+    """Runs on the committed results: every target gets a line (met or not); the exit status follows the misses."""
+    status = check_targets.main(str(ROOT / "docs" / "results" / "h100.json"))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == N_TARGETS + 2
+    missed = sum(line.startswith("MISS") for line in lines)
+    assert lines[-1] == f"{N_TARGETS - missed} of {N_TARGETS} targets met" and status == (1 if missed else 0)
