@@ -158,6 +158,40 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       "The CUDA matmul ladder's steps as [(variant, name)]; variant=0 picks one automatically");
   m.def(
+      "_matmul_default_step",
+      [](const std::string& dtype_name, int64_t device) {
+#if CUDA_KERNELS_WITH_CUDA
+        return cuda_kernels::matmul_cuda_default_step_info(dtype_name, device);
+#else
+        return std::tuple<int64_t, std::string, std::string>{0, "", "the extension was built without CUDA"};
+#endif
+      },
+      pybind11::arg("dtype_name"), pybind11::arg("device_index") = -1,
+      "The CUDA matmul step that variant=0 runs for a dtype ('bfloat16', 'float32', ...) on a CUDA device (-1: the "
+      "current one), as (variant, name, reason); (0, '', why) in a CPU-only build");
+  m.def(
+      "_matmul_variant_unmet_need",
+      [](int64_t variant, const std::string& dtype_name, int64_t device) {
+#if CUDA_KERNELS_WITH_CUDA
+        return cuda_kernels::matmul_cuda_variant_unmet_need(variant, dtype_name, device);
+#else
+        TORCH_CHECK(false, "cuda_kernels.matmul: variant ", variant, " is a CUDA kernel; this build has none");
+        return std::string();
+#endif
+      },
+      pybind11::arg("variant"), pybind11::arg("dtype_name"), pybind11::arg("device_index") = -1,
+      "Why ladder step `variant` cannot run dtype_name on the CUDA device ('' when it can)");
+  m.def(
+      "_matmul_variant_dtypes",
+      [] {
+#if CUDA_KERNELS_WITH_CUDA
+        return cuda_kernels::matmul_cuda_variant_dtypes();
+#else
+        return std::vector<std::pair<int64_t, std::vector<std::string>>>{};
+#endif
+      },
+      "The dtypes each CUDA matmul ladder step takes, as [(variant, [dtype names])]");
+  m.def(
       "_cpu_capability", [] { return cuda_kernels::cpu::capability_name(cuda_kernels::cpu::capability()); },
       "The build of the CPU kernels this process runs: DEFAULT, AVX2 or AVX512 (csrc/cpu/capability.h)");
 }

@@ -8,6 +8,13 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
+
+#include "cuda/matmul/ladder.h"
+
+#ifndef CUDA_KERNELS_ARCHS
+#define CUDA_KERNELS_ARCHS none
+#endif
 
 namespace cuda_kernels {
 
@@ -51,6 +58,93 @@ inline void check_matmul_inputs(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", a.sizes(), " and b is ", b.sizes(),
               " (a.shape[1] must equal b.shape[0])");
   check_output_fits(op, {a.size(0), b.size(1)}, static_cast<int64_t>(a.element_size()));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// matmul's variant argument on CUDA: which ladder step runs, and whether it can (csrc/cuda/matmul/ladder.h).
+
+// torch's name of a dtype ("float32", not ScalarType's "Float"), as users write it.
+inline const char* matmul_dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    default:
+      return c10::toString(t);
+  }
+}
+
+// The CUDA archs this binary was compiled for, from the build's arch tag (cuda_kernels/_build_config.py arch_tag:
+// "80__90a" for "8.0;9.0a", "90_PTX" for "9.0+PTX"), written as "sm_80, sm_90a".
+inline std::string built_archs() {
+#define CUDA_KERNELS_CHECKS_STR_(x) #x
+#define CUDA_KERNELS_CHECKS_STR(x) CUDA_KERNELS_CHECKS_STR_(x)
+  const std::string tag = CUDA_KERNELS_CHECKS_STR(CUDA_KERNELS_ARCHS);
+#undef CUDA_KERNELS_CHECKS_STR
+#undef CUDA_KERNELS_CHECKS_STR_
+  if (tag == "native" || tag == "none") return tag == "native" ? "the build machine's GPU" : "no CUDA arch";
+  std::string out;
+  for (size_t start = 0; start <= tag.size();) {
+    size_t end = tag.find("__", start);
+    if (end == std::string::npos) end = tag.size();
+    std::string arch = tag.substr(start, end - start);
+    const size_t ptx = arch.find("_PTX");
+    if (ptx != std::string::npos) arch = arch.substr(0, ptx) + " + PTX";
+    out += (out.empty() ? "sm_" : ", sm_") + arch;
+    start = end + 2;
+  }
+  return out;
+}
+
+// What ladder step `step` needs that a call with `dtype` on `gpu` does not have, as the end of a sentence that
+// starts with the step ("supports float16 and bfloat16, got float32"); empty when it can run.
+inline std::string matmul_step_unmet_need(const matmul_ladder::Step& step, at::ScalarType dtype,
+                                          const matmul_ladder::GpuInfo& gpu) {
+  if (!(step.dtypes & matmul_ladder::dtype_bit(dtype))) {
+    std::string takes;
+    const at::ScalarType all[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
+    int n = 0, count = 0;
+    for (const at::ScalarType t : all) count += (step.dtypes & matmul_ladder::dtype_bit(t)) ? 1 : 0;
+    for (const at::ScalarType t : all) {
+      if (!(step.dtypes & matmul_ladder::dtype_bit(t))) continue;
+      takes += std::string(n == 0 ? "" : n == count - 1 ? " and " : ", ") + matmul_dtype_name(t);
+      ++n;
+    }
+    return "supports " + takes + ", got " + matmul_dtype_name(dtype);
+  }
+  const auto cc_text = [](int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); };
+  if (gpu.cc < step.min_cc) {
+    return "needs compute capability >= " + cc_text(step.min_cc) + ", this GPU (" + gpu.name + ") is " +
+           cc_text(gpu.cc);
+  }
+  if (step.available && !step.available(gpu.device)) {
+    return std::string("needs ") + (step.needs ? step.needs : "what this binary or GPU lacks") +
+           " (this binary was built for " + built_archs() + "; this GPU (" + gpu.name + ") is compute " +
+           cc_text(gpu.cc) + ")";
+  }
+  return "";
+}
+
+// variant = 0 (auto) or a step of `ladder` that can run `dtype` on `gpu`; anything else is an error naming the op,
+// the step and why, e.g. "cuda_kernels.matmul: variant 7 (07_mma_sync) supports float16 and bfloat16, got float32".
+inline void check_matmul_variant(int64_t variant, c10::ArrayRef<matmul_ladder::Step> ladder, at::ScalarType dtype,
+                                 const matmul_ladder::GpuInfo& gpu) {
+  constexpr const char* op = "cuda_kernels.matmul";
+  if (variant < 0 || variant > static_cast<int64_t>(ladder.size())) {
+    std::string known;
+    for (const matmul_ladder::Step& s : ladder)
+      known += (known.empty() ? "" : ", ") + std::to_string(s.variant) + " (" + s.name + ")";
+    TORCH_CHECK(false, op, ": unknown variant ", variant, "; use 0 (auto) or one of ", known);
+  }
+  if (variant == 0) return;
+  const matmul_ladder::Step& step = ladder[variant - 1];
+  const std::string why_not = matmul_step_unmet_need(step, dtype, gpu);
+  TORCH_CHECK(why_not.empty(), op, ": variant ", variant, " (", step.name, ") ", why_not);
 }
 
 }  // namespace cuda_kernels

@@ -11,8 +11,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
+
+#include "cuda/matmul/ladder.h"
 
 namespace cuda_kernels {
 
@@ -22,15 +25,31 @@ at::Tensor square_cuda(const at::Tensor& x);                    // csrc/cuda/ops
 void square_cuda_launch(const at::Tensor& x, at::Tensor& out);  // csrc/cuda/square.cu (x.numel() >= 1)
 
 // matmul(a, b) = a @ b for 2-D a (M, K) and b (K, N); accumulates in fp32 (fp64 for fp64).
-// variant: 0 picks the fastest kernel for the shape; >= 1 forces one step of the CUDA kernel ladder
-// (see csrc/cuda/matmul.cu). The CPU has one kernel and accepts only 0.
+// variant: 0 picks a kernel; >= 1 forces one step of the CUDA kernel ladder (see csrc/cuda/matmul.cu), which must
+// take the dtype and run on the GPU (csrc/checks.h: check_matmul_variant). The CPU has one kernel and accepts only 0.
 at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b, int64_t variant);
 at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant);  // csrc/cuda/ops.cpp
 // The CUDA ladder's steps as (variant, name), e.g. {1, "01_tiled"}; empty in a CPU-only build.
 std::vector<std::pair<int64_t, std::string>> matmul_cuda_variants();
-// csrc/cuda/matmul.cu: the ladder. M, N, K >= 1, c allocated (M, N) row-major, variant in [0, num_variants].
-void matmul_cuda_launch(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, int64_t variant);
-int64_t matmul_cuda_num_variants();
-const char* matmul_cuda_variant_name(int64_t variant);
+// csrc/cuda/ops.cpp, for cuda_kernels._C (csrc/api.cpp). dtype_name: "float32", "float64", "float16", "bfloat16"
+// (or "torch.<name>", "float", "double", "half"); device: a CUDA device index, -1 for the current device.
+// The step variant 0 runs for that dtype on that GPU: (variant, name, reason), e.g.
+// (8, "08_mma_pipeline", "compute 9.0 (NVIDIA H100 80GB HBM3), bfloat16: ...").
+std::tuple<int64_t, std::string, std::string> matmul_cuda_default_step_info(const std::string& dtype_name,
+                                                                            int64_t device);
+// Why ladder step `variant` cannot run dtype_name on `device` (as check_matmul_variant words it, without the op
+// and step prefix); empty when it can.
+std::string matmul_cuda_variant_unmet_need(int64_t variant, const std::string& dtype_name, int64_t device);
+// The dtypes each step takes: (variant, ["float16", "bfloat16"]), for the fake kernel (cuda_kernels/ops.py).
+std::vector<std::pair<int64_t, std::vector<std::string>>> matmul_cuda_variant_dtypes();
+
+// csrc/cuda/matmul.cu: the ladder.
+c10::ArrayRef<matmul_ladder::Step> matmul_cuda_ladder();
+// The step variant 0 runs for dtype on gpu; *reason (if given) gets why (what was skipped).
+const matmul_ladder::Step& matmul_cuda_default_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu,
+                                                    std::string* reason);
+// Runs `step` (its needs checked by the caller): M, N, K >= 1, c allocated (M, N) row-major. Copies a and b to
+// row-major first when the step needs it.
+void matmul_cuda_launch(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, const matmul_ladder::Step& step);
 
 }  // namespace cuda_kernels

@@ -87,8 +87,14 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
 
     Args:
         a: (M, K) and b: (K, N), both float32/float64/float16/bfloat16, same dtype and device, any strides.
-        variant: 0 picks the fastest CUDA kernel for the shape; N >= 1 forces step N of the kernel ladder
-            (csrc/cuda/matmul/). CPU tensors accept only 0.
+            On CUDA, ladder step 1 reads any strides directly; every other step (and so variant 0) needs row-major
+            inputs and first copies an input that is not contiguous (a transposed view, a slice with a row pitch
+            other than its width, an expanded tensor) into a contiguous temporary. The CPU kernel reads any strides.
+        variant: 0 picks the CUDA kernel for the dtype and GPU (float16/bfloat16: the tensor-core step; float32/
+            float64: step 6; ``cuda_kernels._C._matmul_default_step(dtype_name, device_index)`` says which);
+            N >= 1 forces step N of the kernel ladder (csrc/cuda/matmul/), which must take the dtype (steps 7-8:
+            float16/bfloat16 only) and run on the GPU (steps 7-8: compute capability >= 8.0), else RuntimeError.
+            CPU tensors accept only 0.
     Returns:
         (M, N) contiguous, dtype of the inputs; accumulated in float32 (float64 for float64). K = 0 gives zeros.
     """
@@ -124,8 +130,32 @@ def _matmul_fake(a: Tensor, b: Tensor, variant: int = 0) -> Tensor:
 
         steps = len(_C._matmul_variants())
         torch._check(variant <= steps, lambda: f"{op}: unknown variant {variant}; use 0 (auto) or 1..{steps}")
+        # The dtypes a forced step takes (its compute-capability needs can only be checked on the device).
+        if variant > 0:
+            takes = dict(_C._matmul_variant_dtypes())[variant]
+            name = dict(_C._matmul_variants())[variant]
+            got = str(a.dtype).removeprefix("torch.")
+            torch._check(
+                got in takes,
+                lambda: f"{op}: variant {variant} ({name}) supports {_and_list(takes)}, got {got}",
+            )
     _check_output_fits(op, (a.shape[0], b.shape[1]), a.dtype)
     return a.new_empty((a.shape[0], b.shape[1]))
+
+
+def _and_list(names: list[str]) -> str:
+    """["a", "b", "c"] -> "a, b and c", as csrc/checks.h words a step's dtypes."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def matmul_cuda_variants(dtype: torch.dtype, device: int = -1) -> list[int]:
+    """The CUDA ladder steps that can run `dtype` on CUDA device `device` (-1: the current one), e.g. [1, ..., 8]
+    for bfloat16 on a compute-8.0+ GPU, [1, ..., 6] for float32; [] in a CPU-only build. For tests and tools that
+    cover every step: forcing any other variant raises."""
+    from cuda_kernels import _C
+
+    name = str(dtype).removeprefix("torch.")
+    return [v for v, _ in _C._matmul_variants() if not _C._matmul_variant_unmet_need(v, name, device)]
 
 
 def _matmul_setup_context(ctx, inputs, output) -> None:
@@ -135,7 +165,9 @@ def _matmul_setup_context(ctx, inputs, output) -> None:
 
 def _matmul_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
     a, b = ctx.saved_tensors
-    # Both gradients go through the op itself (it reads transposed views without a copy).
+    # Both gradients go through the op itself with variant 0, whatever variant the forward used: the forced step
+    # may not take every input (and the gradients need not come from the same step). b.t() and a.t() are
+    # column-major views: on CUDA, variant 0's steps copy them to row-major first (see matmul's docstring).
     grad_a = torch.ops.cuda_kernels.matmul.default(grad, b.t(), 0) if ctx.needs_input_grad[0] else None
     grad_b = torch.ops.cuda_kernels.matmul.default(a.t(), grad, 0) if ctx.needs_input_grad[1] else None
     return grad_a, grad_b, None

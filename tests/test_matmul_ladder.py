@@ -1,5 +1,7 @@
 """Every step of the CUDA matmul ladder (csrc/cuda/matmul/), forced with variant=N, against float64 references:
-all dtypes, edge tiles, non-contiguous and misaligned inputs, grid limits; plus the variant list and its errors."""
+every dtype the step takes (the tensor-core steps 7-8: float16/bfloat16), edge tiles, non-contiguous and
+misaligned inputs, grid limits, long K; plus the variant list, variant 0's pick, and the errors for variants that
+cannot run (unknown, or a dtype the step does not take)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ def ladder() -> list[tuple[int, str]]:
 
 
 VARIANTS = [v for v, _ in ladder()] if EXT_HAS_CUDA else []
+NAMES = dict(ladder()) if EXT_HAS_CUDA else {}
 # Without CUDA kernels no variant exists; the CPU tests below still need numbers to try.
 CPU_VARIANTS = VARIANTS or [1, 2, 6]
 
@@ -44,8 +47,41 @@ SHAPES = [
     (33, 96, 8),
     (1667, 1540, 40),
 ]
+# Shapes for the 16-byte cp.async paths of steps 7-8 (K and N multiples of 8, which most of the above are not),
+# with edges: 257 x 264 leaves 1-row and 8-column tails, K = 328 is 10 32-deep slabs and 8 more (more slabs than
+# pipeline stages); 1100 x 520 has 9 row tiles of 128, so step 8's grouped tile order (8 row tiles per group)
+# ends with a short group.
+SHAPES += [(257, 264, 328), (1100, 520, 136), (8, 8, 8)]
 BIG_SHAPE = (999, 999, 999)  # float32 and bfloat16 only: the float64 reference of many of these is slow
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# The dtypes each step takes, as the extension declares them: {variant: [dtype name]}.
+STEP_DTYPES = {int(v): list(names) for v, names in cuda_kernels._C._matmul_variant_dtypes()} if EXT_HAS_CUDA else {}
+
+
+def runs(variant: int, dtype: torch.dtype) -> bool:
+    """Whether step `variant` (0: the pick) can run dtype here: it takes the dtype and, with a GPU visible, the GPU
+    has what it needs (compute capability, ...). Without a GPU the tests that use this skip anyway."""
+    if variant == 0:
+        return True
+    if not torch.cuda.is_available():
+        return _dtype_name(dtype) in STEP_DTYPES[variant]
+    return not cuda_kernels._C._matmul_variant_unmet_need(variant, _dtype_name(dtype), -1)
+
+
+def step_dtype_params(variants: list[int], dtypes: list[torch.dtype]) -> list:
+    """pytest params (variant, dtype) for every pair that can run here."""
+    return [pytest.param(v, dt, id=f"{v}-{_dtype_name(dt)}") for v in variants for dt in dtypes if runs(v, dt)]
+
+
+def any_dtype(variant: int) -> torch.dtype:
+    """float32 where the step takes it, else bfloat16 (the tensor-core steps): for tests about indexing, not dtypes."""
+    return torch.float32 if runs(variant, torch.float32) else torch.bfloat16
 
 
 def _seed(*parts: object) -> int:
@@ -68,7 +104,7 @@ def _mm_case(variant: int, dtype: torch.dtype, m: int, n: int, k: int) -> None:
 @pytest.mark.skipif(not EXT_HAS_CUDA, reason="the extension was built without CUDA: no ladder")
 def test_variants_listed_in_order():
     steps = ladder()
-    assert len(steps) >= 6, steps
+    assert len(steps) >= 8, steps
     assert [v for v, _ in steps] == list(range(1, len(steps) + 1))
     for v, name in steps:
         # Names are "NN_what": the number is the variant, the file is csrc/cuda/matmul/<name>.cu.
@@ -100,14 +136,84 @@ def test_cuda_rejects_unknown_variant(variant):
         cuda_kernels.matmul(a, b, variant=variant)
 
 
+def test_step_dtypes_declared():
+    if not EXT_HAS_CUDA:
+        assert STEP_DTYPES == {}
+        return
+    assert sorted(STEP_DTYPES) == VARIANTS
+    for v, names in STEP_DTYPES.items():
+        tensor_core = NAMES[v].startswith(("07_", "08_", "09_"))
+        want = ["float16", "bfloat16"] if tensor_core else ["float32", "float64", "float16", "bfloat16"]
+        assert names == want, (v, NAMES[v], names)
+
+
+UNSUPPORTED = [
+    pytest.param(v, dt, id=f"{v}-{_dtype_name(dt)}")
+    for v in VARIANTS
+    for dt in DTYPES
+    if _dtype_name(dt) not in STEP_DTYPES[v]
+]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize(("variant", "dtype"), UNSUPPORTED)
+def test_step_rejects_unsupported_dtype(variant, dtype):
+    """Forcing a step on a dtype it does not take names the op, the step, what it takes and what it got; so does
+    the fake kernel (torch.compile, meta tensors)."""
+    takes = STEP_DTYPES[variant]
+    msg = rf"{OP}: variant {variant} \({NAMES[variant]}\) supports {' and '.join(takes)}, got {_dtype_name(dtype)}"
+    a, b = rand(3, 4, dtype=dtype, device="cuda"), rand(4, 5, dtype=dtype, device="cuda")
+    with pytest.raises(RuntimeError, match=msg):
+        cuda_kernels.matmul(a, b, variant=variant)
+    with pytest.raises(RuntimeError, match=msg):  # K = 0 is no exception: the check comes first
+        cuda_kernels.matmul(a[:, :0], b[:0], variant=variant)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode, pytest.raises(RuntimeError, match=msg):
+        cuda_kernels.matmul(mode.from_tensor(a), mode.from_tensor(b), variant=variant)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_default_step(dtype):
+    """_C._matmul_default_step says which step variant 0 runs: the last step of the ladder that can run the dtype
+    here (float16/bfloat16 on compute >= 8.0: a tensor-core step; float32/float64: step 6); variant 0 then gives
+    bit for bit what forcing that step gives."""
+    variant, name, reason = cuda_kernels._C._matmul_default_step(_dtype_name(dtype), -1)
+    assert (variant, name) == (max(v for v in VARIANTS if runs(v, dtype)), NAMES[variant]), (variant, name, reason)
+    major, minor = torch.cuda.get_device_capability()
+    assert reason.startswith(f"compute {major}.{minor} ({torch.cuda.get_device_name()})"), reason
+    if dtype in (torch.float32, torch.float64):
+        assert name == "06_async_pipeline", (name, reason)
+        assert "07_mma_sync (supports float16 and bfloat16, got" in reason, reason
+    elif (major, minor) >= (8, 0):
+        assert name >= "08_mma_pipeline", (name, reason)
+    a = rand(300, 264, dtype=dtype, device="cuda", seed=_seed("default", dtype, "a"))
+    b = rand(264, 520, dtype=dtype, device="cuda", seed=_seed("default", dtype, "b"))
+    out = cuda_kernels.matmul(a, b)
+    torch.testing.assert_close(out, cuda_kernels.matmul(a, b, variant=variant), rtol=0, atol=0)
+    assert_matmul_close(out, a, b)
+
+
+def test_default_step_names_dtypes():
+    if not EXT_HAS_CUDA:
+        assert cuda_kernels._C._matmul_default_step("bfloat16", -1) == (0, "", "the extension was built without CUDA")
+    elif torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match=rf"{OP}: unknown dtype name 'int8'; use float32, float64, float16"):
+            cuda_kernels._C._matmul_default_step("int8", -1)
+        for alias, name in [("torch.bfloat16", "bfloat16"), ("half", "float16"), ("float", "float32")]:
+            assert cuda_kernels._C._matmul_default_step(alias) == cuda_kernels._C._matmul_default_step(name, -1)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Every step, CUDA only
 
 
 @requires_cuda
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params(VARIANTS, DTYPES))
 @pytest.mark.parametrize("mnk", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_step_matches_reference(variant, dtype, mnk):
     _mm_case(variant, dtype, *mnk)
@@ -116,10 +222,30 @@ def test_step_matches_reference(variant, dtype, mnk):
 @requires_cuda
 @pytest.mark.gpu
 @pytest.mark.heavy
-@pytest.mark.parametrize("variant", [0, *VARIANTS])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params([0, *VARIANTS], [torch.float32, torch.bfloat16]))
 def test_step_999(variant, dtype):
     _mm_case(variant, dtype, *BIG_SHAPE)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params([0, *VARIANTS], [torch.float16, torch.bfloat16]))
+@pytest.mark.parametrize("mnk", [(16, 24, 65536), (3, 20, 65531)], ids=lambda s: "x".join(map(str, s)))
+def test_step_long_k(variant, dtype, mnk):
+    """K up to 65536: 2048 slabs of 32, float32 accumulation (K = 65531: not a multiple of 8, the scalar paths)."""
+    _mm_case(variant, dtype, *mnk)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params([0, *VARIANTS], DTYPES))
+def test_step_k_zero(variant, dtype):
+    """K = 0 gives zeros without reaching a kernel (csrc/cuda/ops.cpp; the launchers assume K >= 1)."""
+    a = torch.empty(5, 0, dtype=dtype, device="cuda")
+    b = torch.empty(0, 7, dtype=dtype, device="cuda")
+    out = cuda_kernels.matmul(a, b, variant=variant)
+    assert out.shape == (5, 7) and out.dtype == dtype and out.is_contiguous()
+    assert (out == 0).all()
 
 
 # Each view function gets (M, N, K) and r(*shape, seed=...), which makes random CUDA tensors of the dtype under
@@ -131,18 +257,20 @@ VIEWS = [
     pytest.param(lambda m, n, k, r: (r(m, k, seed=1), r(n, k, seed=2).t()), id="b-transposed"),
     pytest.param(lambda m, n, k, r: (r(m, 2 * k, seed=1)[:, ::2], r(k, 2 * n, seed=2)[:, 1::2]), id="column-steps"),
     pytest.param(lambda m, n, k, r: (r(m + 1, k + 3, seed=1)[1:, 3:], r(k + 1, n + 1, seed=2)[1:, :n]), id="offset-slices"),
-    # Contiguous, but 4 bytes (one float) past a 16-byte boundary: no copy is made, so 16-byte loads must not be.
+    # Contiguous, but one element (4 or 2 bytes) past a 16-byte boundary: no copy is made, so 16-byte loads must
+    # not be; also with only one of the two misaligned.
     pytest.param(lambda m, n, k, r: (r(m * k + 1, seed=1)[1:].view(m, k), r(k * n + 1, seed=2)[1:].view(k, n)), id="misaligned"),
+    pytest.param(lambda m, n, k, r: (r(m, k, seed=1), r(k * n + 1, seed=2)[1:].view(k, n)), id="misaligned-b"),
     pytest.param(lambda m, n, k, r: (r(1, k, seed=1).expand(m, k), r(k, n, seed=2)), id="expanded-a"),
 ]  # fmt: skip
 
 
 @requires_cuda
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", [0, *VARIANTS])
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params([0, *VARIANTS], DTYPES))
 @pytest.mark.parametrize("views", VIEWS)
-@pytest.mark.parametrize("mnk", [(70, 132, 92), (1, 40, 300)], ids=lambda s: "x".join(map(str, s)))
+# (72, 136, 96): K and N multiples of 8, so for steps 7-8 only the view (not the shape) rules out 16-byte copies.
+@pytest.mark.parametrize("mnk", [(70, 132, 92), (1, 40, 300), (72, 136, 96)], ids=lambda s: "x".join(map(str, s)))
 def test_step_non_contiguous(variant, dtype, views, mnk):
     base = _seed(variant, dtype, mnk)
 
@@ -162,8 +290,9 @@ def test_step_non_contiguous(variant, dtype, views, mnk):
 def test_step_many_row_tiles(variant):
     """More row tiles than gridDim.y allows (65535): M = 128 * 65535 + 200, tiny N and K."""
     m, n, k = 128 * 65535 + 200, 3, 2
-    a = rand(m, k, device="cuda", seed=_seed(variant, "rows"))
-    b = rand(k, n, device="cuda", seed=_seed(variant, "rows", 1))
+    dtype = any_dtype(variant)
+    a = rand(m, k, dtype=dtype, device="cuda", seed=_seed(variant, "rows"))
+    b = rand(k, n, dtype=dtype, device="cuda", seed=_seed(variant, "rows", 1))
     out = cuda_kernels.matmul(a, b, variant=variant)
     assert_matmul_close(out, a, b)
 
@@ -177,12 +306,13 @@ def test_step_output_over_2_31_elements(variant):
     # K = 64, not smaller: the probabilistic error bound of conftest needs a few terms per dot product to hold
     # for every one of the ~230K elements checked.
     m, n, k = 2**16 + 3, 2**15 + 4, 64
-    need = m * n * 4 + 2 * 2**30  # the float32 output plus slack
+    dtype = any_dtype(variant)
+    need = m * n * dtype.itemsize + 2 * 2**30  # the output plus slack
     free, _ = torch.cuda.mem_get_info()
     if free < need:
         pytest.skip(f"needs {need / 2**30:.1f} GiB of free GPU memory, {free / 2**30:.1f} GiB free")
-    a = rand(m, k, device="cuda", seed=_seed(variant, "big"))
-    b = rand(k, n, device="cuda", seed=_seed(variant, "big", 1))
+    a = rand(m, k, dtype=dtype, device="cuda", seed=_seed(variant, "big"))
+    b = rand(k, n, dtype=dtype, device="cuda", seed=_seed(variant, "big", 1))
     out = cuda_kernels.matmul(a, b, variant=variant)
     rows = torch.tensor([0, 1, 2**15, 2**16 - 1, 2**16, m - 2, m - 1], device="cuda")
     assert_matmul_close(out[rows], a[rows], b)

@@ -1,55 +1,83 @@
-// matmul on CUDA: the choice of a kernel from the ladder in csrc/cuda/matmul/.
-// Validation, the device guard and allocation happen before, in csrc/cuda/ops.cpp.
+// matmul on CUDA: the ladder of kernels in csrc/cuda/matmul/ and the choice of one.
+// Validation (csrc/checks.h: check_matmul_variant), the device guard and allocation happen before, in
+// csrc/cuda/ops.cpp.
 //
-// variant = 0 picks the fastest step for the shape; variant = N forces ladder step N (tests and the benchmark
-// use this to cover and time every step).
+// variant = 0 picks a step (pick_step below); variant = N forces ladder step N (tests and the benchmark use this
+// to cover and time every step).
 #include <ATen/core/Tensor.h>
 
 #include <iterator>
+#include <string>
 
+#include "checks.h"
 #include "cuda/matmul/ladder.h"
 #include "ops.h"
 
 namespace cuda_kernels {
 namespace {
 
+using matmul_ladder::kAllDtypes;
+using matmul_ladder::kAnyStrides;
+using matmul_ladder::kHalfDtypes;
+using matmul_ladder::kRowMajorInputs;
 using matmul_ladder::Step;
 
-// The ladder, in order. Add a step: write csrc/cuda/matmul/NN_name.cu, declare its launcher in ladder.h,
-// and list it here.
+// The ladder, in order: each step is faster than the one before it on the inputs it takes. Add a step: write
+// csrc/cuda/matmul/NN_name.cu, declare its launcher in ladder.h, and list it here with what it needs.
+// Columns: variant, name, input layouts, dtypes, minimum compute capability, runtime check and what it checks,
+// launcher.
 constexpr Step kLadder[] = {
-    {1, "01_tiled", matmul_ladder::kAnyStrides, &matmul_ladder::launch_01_tiled},
-    {2, "02_blocktile_2d", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_02_blocktile_2d},
-    {3, "03_vectorized", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_03_vectorized},
-    {4, "04_double_buffer", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_04_double_buffer},
-    {5, "05_warptile", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_05_warptile},
-    {6, "06_async_pipeline", matmul_ladder::kRowMajorInputs, &matmul_ladder::launch_06_async_pipeline},
+    {1, "01_tiled", kAnyStrides, kAllDtypes, 0, nullptr, nullptr, &matmul_ladder::launch_01_tiled},
+    {2, "02_blocktile_2d", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &matmul_ladder::launch_02_blocktile_2d},
+    {3, "03_vectorized", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &matmul_ladder::launch_03_vectorized},
+    {4, "04_double_buffer", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &matmul_ladder::launch_04_double_buffer},
+    {5, "05_warptile", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &matmul_ladder::launch_05_warptile},
+    {6, "06_async_pipeline", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr,
+     &matmul_ladder::launch_06_async_pipeline},
+    {7, "07_mma_sync", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &matmul_ladder::launch_07_mma_sync},
+    {8, "08_mma_pipeline", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &matmul_ladder::launch_08_mma_pipeline},
 };
 constexpr int kNumSteps = static_cast<int>(std::size(kLadder));
 
-// The step used for variant = 0: step 6 at every shape. Measured on the H100 (scripts/tune_matmul.py, float32,
-// docs/matmul.md) it is the fastest step from 1 x 4096 x 4096 (its 16-row tiles and split K) through 1024^3
-// (split K) to 8192^3; it also handles what the earlier steps would be picked for (tiny M, few tiles) itself.
-// (float16/bfloat16 at 4096^3 run ~8% faster on step 3 than on step 6's untuned scalar path; tensor-core
-// kernels are the better answer there.)
-const Step& pick_step(int64_t /*M*/, int64_t /*N*/, int64_t /*K*/) {
-  return kLadder[kNumSteps - 1];
+// Variant 0: the last step of the ladder that can run this dtype on this GPU. The ladder is ordered by speed, so
+// that is:
+//  - float16 / bfloat16: the wgmma step where the binary and GPU allow it (once it is listed), else on compute
+//    >= 8.0 08_mma_pipeline (mma.sync tensor cores), else 06_async_pipeline;
+//  - float32 / float64: 06_async_pipeline (the tensor-core steps take 16-bit inputs only). Measured on the H100
+//    in float32 (scripts/tune_matmul.py, docs/matmul.md), step 6 is the fastest SIMT step at every shape from
+//    1 x 4096 x 4096 (its 16-row tiles and split K) through 1024^3 (split K) to 8192^3.
+// *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
+const Step& pick_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, std::string* reason) {
+  std::string skipped;
+  for (int i = kNumSteps - 1; i >= 0; --i) {
+    const std::string why_not = matmul_step_unmet_need(kLadder[i], dtype, gpu);
+    if (why_not.empty()) {
+      if (reason) {
+        *reason = "compute " + std::to_string(gpu.cc / 10) + "." + std::to_string(gpu.cc % 10) + " (" + gpu.name +
+                  "), " + matmul_dtype_name(dtype) + ": the fastest ladder step that runs here" +
+                  (skipped.empty() ? "" : "; skipped " + skipped);
+      }
+      return kLadder[i];
+    }
+    skipped += (skipped.empty() ? "" : ", ") + std::string(kLadder[i].name) + " (" + why_not + ")";
+  }
+  // Unreachable: step 1 takes every dtype on every GPU.
+  TORCH_CHECK(false, "cuda_kernels.matmul: no ladder step can run ", dtype, " here: ", skipped);
+  return kLadder[0];
 }
 
 }  // namespace
 
-int64_t matmul_cuda_num_variants() {
-  return kNumSteps;
+c10::ArrayRef<Step> matmul_cuda_ladder() {
+  return kLadder;
 }
 
-const char* matmul_cuda_variant_name(int64_t variant) {
-  return variant >= 1 && variant <= kNumSteps ? kLadder[variant - 1].name : "";
+const Step& matmul_cuda_default_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, std::string* reason) {
+  return pick_step(dtype, gpu, reason);
 }
 
-void matmul_cuda_launch(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& c, int64_t variant) {
-  const int64_t M = a_in.size(0), K = a_in.size(1), N = b_in.size(1);
-  const Step& step = variant == 0 ? pick_step(M, N, K) : kLadder[variant - 1];
-  const bool row_major = step.requirements & matmul_ladder::kRowMajorInputs;
+void matmul_cuda_launch(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& c, const Step& step) {
+  const bool row_major = step.requirements & kRowMajorInputs;
   const at::Tensor a = row_major ? a_in.contiguous() : a_in;
   const at::Tensor b = row_major ? b_in.contiguous() : b_in;
   step.launch(a, b, c);

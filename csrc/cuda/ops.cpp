@@ -3,8 +3,13 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 
+#include <functional>
+#include <mutex>
 #include <string>
 
 #include "checks.h"
@@ -22,23 +27,87 @@ at::Tensor square_cuda(const at::Tensor& x) {
 
 std::vector<std::pair<int64_t, std::string>> matmul_cuda_variants() {
   std::vector<std::pair<int64_t, std::string>> out;
-  for (int64_t v = 1; v <= matmul_cuda_num_variants(); ++v) out.emplace_back(v, matmul_cuda_variant_name(v));
+  for (const matmul_ladder::Step& s : matmul_cuda_ladder()) out.emplace_back(s.variant, s.name);
+  return out;
+}
+
+namespace {
+
+// The GPU at `device` (-1: the current one) as the ladder's checks see it, read once per device (every matmul call
+// asks).
+const matmul_ladder::GpuInfo& gpu_info(int64_t device) {
+  const int64_t count = c10::cuda::device_count();
+  TORCH_CHECK(device >= -1 && device < count, "cuda_kernels.matmul: no CUDA device ", device, " (", count, " visible)");
+  const int index = device == -1 ? c10::cuda::current_device() : static_cast<int>(device);
+  constexpr int kMaxDevices = 64;
+  static std::once_flag read[kMaxDevices];
+  static matmul_ladder::GpuInfo cache[kMaxDevices];
+  static thread_local matmul_ladder::GpuInfo uncached;  // devices beyond kMaxDevices: read every time
+  const auto read_into = [index](matmul_ladder::GpuInfo& info) {
+    cudaDeviceProp prop;
+    C10_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    info = {index, prop.major * 10 + prop.minor, prop.name};
+  };
+  if (index >= kMaxDevices) {
+    read_into(uncached);
+    return uncached;
+  }
+  std::call_once(read[index], read_into, std::ref(cache[index]));
+  return cache[index];
+}
+
+at::ScalarType parse_dtype(const std::string& name_in) {
+  const std::string name = name_in.rfind("torch.", 0) == 0 ? name_in.substr(6) : name_in;
+  if (name == "float32" || name == "float") return at::kFloat;
+  if (name == "float64" || name == "double") return at::kDouble;
+  if (name == "float16" || name == "half") return at::kHalf;
+  if (name == "bfloat16") return at::kBFloat16;
+  TORCH_CHECK(false, "cuda_kernels.matmul: unknown dtype name '", name_in,
+              "'; use float32, float64, float16 or bfloat16");
+  return at::kFloat;
+}
+
+}  // namespace
+
+std::tuple<int64_t, std::string, std::string> matmul_cuda_default_step_info(const std::string& dtype_name,
+                                                                            int64_t device) {
+  std::string reason;
+  const matmul_ladder::Step& step = matmul_cuda_default_step(parse_dtype(dtype_name), gpu_info(device), &reason);
+  return {step.variant, step.name, reason};
+}
+
+std::string matmul_cuda_variant_unmet_need(int64_t variant, const std::string& dtype_name, int64_t device) {
+  const auto ladder = matmul_cuda_ladder();
+  TORCH_CHECK(variant >= 1 && variant <= static_cast<int64_t>(ladder.size()), "cuda_kernels.matmul: unknown variant ",
+              variant);
+  return matmul_step_unmet_need(ladder[variant - 1], parse_dtype(dtype_name), gpu_info(device));
+}
+
+std::vector<std::pair<int64_t, std::vector<std::string>>> matmul_cuda_variant_dtypes() {
+  std::vector<std::pair<int64_t, std::vector<std::string>>> out;
+  for (const matmul_ladder::Step& s : matmul_cuda_ladder()) {
+    std::vector<std::string> names;
+    for (const at::ScalarType t : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16})
+      if (s.dtypes & matmul_ladder::dtype_bit(t)) names.emplace_back(matmul_dtype_name(t));
+    out.emplace_back(s.variant, std::move(names));
+  }
   return out;
 }
 
 at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
   check_matmul_inputs(a, b);
-  if (variant < 0 || variant > matmul_cuda_num_variants()) {
-    std::string known;
-    for (const auto& [v, name] : matmul_cuda_variants())
-      known += (known.empty() ? "" : ", ") + std::to_string(v) + " (" + name + ")";
-    TORCH_CHECK(false, "cuda_kernels.matmul: unknown variant ", variant, "; use 0 (auto) or one of ", known);
-  }
+  const matmul_ladder::GpuInfo& gpu = gpu_info(a.device().index());
+  check_matmul_variant(variant, matmul_cuda_ladder(), a.scalar_type(), gpu);
   const c10::cuda::CUDAGuard guard(a.device());
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (K == 0) return at::zeros({M, N}, a.options());  // an empty sum is 0, as in torch.mm
+  // K = 0 never reaches a kernel (they assume K >= 1): an empty sum is 0, as in torch.mm.
+  if (K == 0) return at::zeros({M, N}, a.options());
   at::Tensor c = at::empty({M, N}, a.options());
-  if (M > 0 && N > 0) matmul_cuda_launch(a, b, c, variant);
+  if (M > 0 && N > 0) {
+    const matmul_ladder::Step& step =
+        variant == 0 ? matmul_cuda_default_step(a.scalar_type(), gpu, nullptr) : matmul_cuda_ladder()[variant - 1];
+    matmul_cuda_launch(a, b, c, step);
+  }
   return c;
 }
 

@@ -1,12 +1,16 @@
-// The matmul kernel ladder: one file per step in csrc/cuda/matmul/, each a launcher that computes
-// c = a @ b on the current stream for all four dtypes (accumulating in fp32, fp64 for fp64).
+// The matmul kernel ladder: one file per step in csrc/cuda/matmul/, each a launcher that computes c = a @ b on
+// the current stream (accumulating in fp32, fp64 for fp64).
 //
 // Contract of every launcher: a is (M, K), b is (K, N), c is a freshly allocated row-major (M, N) tensor;
-// M, N, K >= 1; all on the current device. What each step accepts beyond that is in `requirements`,
-// and csrc/cuda/matmul.cu makes the inputs fit (a .contiguous() copy) before calling it.
+// M, N, K >= 1; all on the current device; the dtype is one the step lists, and the GPU meets the step's needs
+// (csrc/checks.h checks forced variants, the pick of variant 0 skips steps that cannot run). What each step
+// accepts beyond that is in `requirements`, and csrc/cuda/matmul.cu makes the inputs fit (a .contiguous() copy)
+// before calling it.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+
+#include <string>
 
 namespace cuda_kernels::matmul_ladder {
 
@@ -15,11 +19,52 @@ enum Requirement : unsigned {
   kRowMajorInputs = 1u << 0,  // a and b contiguous (row-major); dispatch copies them otherwise
 };
 
+// The dtypes a step computes, as a bit mask.
+enum DtypeBit : unsigned {
+  kFloat32 = 1u << 0,
+  kFloat64 = 1u << 1,
+  kFloat16 = 1u << 2,
+  kBFloat16 = 1u << 3,
+  kAllDtypes = kFloat32 | kFloat64 | kFloat16 | kBFloat16,
+  kHalfDtypes = kFloat16 | kBFloat16,  // the tensor-core steps
+};
+inline unsigned dtype_bit(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return kFloat32;
+    case at::kDouble:
+      return kFloat64;
+    case at::kHalf:
+      return kFloat16;
+    case at::kBFloat16:
+      return kBFloat16;
+    default:
+      return 0;
+  }
+}
+
+// One row of the ladder (kLadder in csrc/cuda/matmul.cu). A step runs only when the dtype is in `dtypes`, the GPU's
+// compute capability is at least `min_cc`, and `available` (if set) says yes; csrc/checks.h turns each unmet need
+// into an error naming the step, and variant 0 picks the last step of the ladder whose needs are met.
 struct Step {
   int variant;            // the number users pass as matmul(..., variant=N)
   const char* name;       // e.g. "01_tiled"; also the suffix of its kernel's name
   unsigned requirements;  // Requirement bits
+  unsigned dtypes;        // DtypeBit mask
+  int min_cc;             // lowest compute capability, as 10 * major + minor (80 = 8.0); 0 = any CUDA GPU
+  // A check only the running binary and GPU can answer (nullptr: none), e.g. "this binary has sm_90a code and the
+  // GPU is compute 9.0"; `needs` says what it checks, for the error message ("an sm_90a build on a compute-9.0
+  // GPU").
+  bool (*available)(int device);
+  const char* needs;
   void (*launch)(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+};
+
+// The GPU a call runs on, as the step checks see it.
+struct GpuInfo {
+  int device;        // CUDA device index
+  int cc;            // compute capability as 10 * major + minor
+  std::string name;  // e.g. "NVIDIA H100 80GB HBM3"
 };
 
 // Step 1: 32x32 shared-memory tiles, one output per thread.
@@ -35,5 +80,17 @@ void launch_05_warptile(const at::Tensor& a, const at::Tensor& b, at::Tensor& c)
 // Step 6: + 3-stage cp.async pipeline, 128x128x32 tiles in dynamic shared memory, 2 blocks per SM, grouped tile
 // order, split-K for outputs with few tiles.
 void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 7 (float16/bfloat16, sm_80+): tensor cores: warp-level mma.sync.m16n8k16 with float32 accumulators,
+// fragments loaded with ldmatrix from padded shared-memory tiles; no pipeline.
+void launch_07_mma_sync(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 8 (float16/bfloat16, sm_80+): + 4-stage cp.async pipeline, XOR-swizzled shared memory, 128x256 block and
+// 64x64 warp tiles, fragment double buffering, grouped tile order.
+void launch_08_mma_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 9 (float16/bfloat16, sm_90a binary on a compute-9.0 GPU): wgmma + TMA, in 09_wgmma_tma.cu. Not in kLadder
+// until that file lands; then its row is
+//   {9, "09_wgmma_tma", kRowMajorInputs, kHalfDtypes, 90, &wgmma_available,
+//    "an sm_90a build on a compute-9.0 GPU", &launch_09_wgmma_tma},
+void launch_09_wgmma_tma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+bool wgmma_available(int device);
 
 }  // namespace cuda_kernels::matmul_ladder
