@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 import torch
 
 import cuda_kernels
+from cuda_kernels.ops import matmul_cuda_variants
 
 DEFAULT_SHAPES = ["1024", "2048", "4096", "8192", "4000", "8192x1024x4096", "1x4096x4096"]
 CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
@@ -180,7 +181,7 @@ def main() -> int:
     if args.variants == "none":
         variants = []
     elif args.variants == "all":
-        variants = [0] + [v for v, _ in ladder]
+        variants = [0] + matmul_cuda_variants(DTYPES[args.dtype])  # the steps that take the dtype
     else:
         variants = [int(v) for v in args.variants.split(",")]
     names = dict(ladder)

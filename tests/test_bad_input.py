@@ -22,6 +22,7 @@ import torch
 from conftest import CUDA_SKIP_REASON, DEVICES, DTYPES, assert_matmul_close, rand
 
 import cuda_kernels
+from cuda_kernels.ops import matmul_cuda_variants
 
 SQ = "cuda_kernels.square"
 MM = "cuda_kernels.matmul"
@@ -323,11 +324,11 @@ def _build_cases() -> list[Case]:
 CASES = _build_cases()
 
 
-def _variants(device: str) -> list[int]:
-    """variant 0 and, on CUDA, every step of the ladder."""
+def _variants(device: str, dtype: torch.dtype) -> list[int]:
+    """variant 0 and, on CUDA, every step of the ladder that takes `dtype` on this GPU."""
     if device != "cuda":
         return [0]
-    return [0] + [v for v, _ in cuda_kernels._C._matmul_variants()]
+    return [0] + matmul_cuda_variants(dtype)
 
 
 def _snapshot(args: tuple) -> list:
@@ -335,7 +336,7 @@ def _snapshot(args: tuple) -> list:
 
 
 def _check_ok(case: Case, device: str, args: tuple) -> None:
-    for variant in _variants(device) if case.op == "matmul" else [None]:
+    for variant in _variants(device, args[0].dtype) if case.op == "matmul" else [None]:
         before = _snapshot(args)
         if case.op == "square":
             out = cuda_kernels.square(*args)

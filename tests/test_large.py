@@ -15,6 +15,7 @@ import torch
 from conftest import CUDA_SKIP_REASON, matmul_error_bound
 
 import cuda_kernels
+from cuda_kernels.ops import matmul_cuda_variants
 
 GiB = 2**30
 CHUNK = 2**26  # elements per chunk when filling or checking (keeps temporaries at ~0.5 GiB)
@@ -141,8 +142,9 @@ def run_matmul_big_output(m: int, k: int, n: int, dtype: torch.dtype, device: st
         del out
 
 
-def cuda_variants() -> list[int]:
-    return [0] + [v for v, _ in cuda_kernels._C._matmul_variants()]
+def cuda_variants(dtype: torch.dtype) -> list[int]:
+    """variant 0 and every ladder step that takes `dtype` on this GPU."""
+    return [0] + matmul_cuda_variants(dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -194,7 +196,7 @@ def test_matmul_output_past_2_31_elements(dtype: torch.dtype) -> None:
     m, k, n = 65536, 13, 32769  # m * n = 2^31 + 2^16 outputs; k = 13 leaves a tail in every K tile
     assert m * n > 2**31
     require_gpu_memory(m * n * 2 + (m + n) * k * 2 + 4 * GiB)
-    run_matmul_big_output(m, k, n, dtype, "cuda", cuda_variants())
+    run_matmul_big_output(m, k, n, dtype, "cuda", cuda_variants(dtype))
 
 
 @pytest.mark.slow
@@ -202,7 +204,7 @@ def test_matmul_output_past_2_31_elements(dtype: torch.dtype) -> None:
 def test_matmul_wide_output_past_2_31_elements() -> None:
     m, k, n = 2, 3, 2**30 + 3  # column indices past 2^30, output offsets past 2^31
     require_gpu_memory(m * n * 2 + k * n * 2 + 4 * GiB)
-    run_matmul_big_output(m, k, n, torch.float16, "cuda", cuda_variants())
+    run_matmul_big_output(m, k, n, torch.float16, "cuda", cuda_variants(torch.float16))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import torch
 from conftest import DTYPES, TWO_GPU_SKIP_REASON, assert_matmul_close, rand
 
 import cuda_kernels
+from cuda_kernels.ops import matmul_cuda_variants
 
 SKIP = TWO_GPU_SKIP_REASON
 
@@ -23,8 +24,9 @@ SLEEP_CYCLES = 200_000_000  # ~0.1 s at ~2 GHz: far longer than any launch of th
 DEV1 = "cuda:1"
 
 
-def variants() -> list[int]:
-    return [0] + [v for v, _ in cuda_kernels._C._matmul_variants()]
+def variants(dtype: torch.dtype) -> list[int]:
+    """variant 0 and every ladder step that takes `dtype` on cuda:1."""
+    return [0] + matmul_cuda_variants(dtype, device=1)
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +79,7 @@ def test_square_on_cuda1_side_stream(dtype: torch.dtype) -> None:
 def test_matmul_on_cuda1_side_stream(dtype: torch.dtype) -> None:
     a = rand(130, 70, dtype=dtype, seed=1)
     b = rand(70, 90, dtype=dtype, seed=2)
-    for variant in variants():
+    for variant in variants(dtype):
         for layout in ("contiguous", "column-major"):
 
             def fn(x: torch.Tensor, y: torch.Tensor, variant: int = variant, layout: str = layout) -> torch.Tensor:

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cuda_kernels
+from cuda_kernels.ops import matmul_cuda_variants
 
 settings.register_profile(
     "ci",
@@ -132,8 +133,9 @@ def matmul_inputs(draw) -> tuple[Layout, Layout]:
     return draw(layouts((m, k), dtype)), draw(layouts((k, n), dtype))
 
 
-def matmul_variants(device: str) -> list[int]:
-    return [0] + [v for v, _ in cuda_kernels._C._matmul_variants()] if device == "cuda" else [0]
+def matmul_variants(device: str, dtype: torch.dtype) -> list[int]:
+    """variant 0 and, on CUDA, every ladder step that takes `dtype`."""
+    return [0] + matmul_cuda_variants(dtype) if device == "cuda" else [0]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -151,9 +153,9 @@ def test_square_matches_torch(device: str, layout: Layout) -> None:
 @settings(BASE, max_examples=examples(0.45))
 @given(layouts_ab=matmul_inputs(), pick=st.integers(0, 15))
 def test_matmul_matches_torch(device: str, layouts_ab: tuple[Layout, Layout], pick: int) -> None:
-    variants = matmul_variants(device)
-    variant = variants[pick % len(variants)]  # on CUDA: variant 0 and every ladder step
     a, b = (layout.build(device) for layout in layouts_ab)
+    variants = matmul_variants(device, a.dtype)
+    variant = variants[pick % len(variants)]  # on CUDA: variant 0 and every ladder step that takes the dtype
     out = cuda_kernels.matmul(a, b, variant=variant)
     assert out.is_contiguous()
     assert_matmul_close(out, a, b)

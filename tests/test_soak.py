@@ -17,6 +17,7 @@ import torch
 from conftest import DTYPES, rand, requires_cuda
 
 import cuda_kernels
+from cuda_kernels.ops import matmul_cuda_variants
 
 MiB = 2**20
 
@@ -31,7 +32,7 @@ def matmul_shapes(count: int, max_dim: int, seed: int) -> list[tuple[int, int, i
     return [tuple(v) for v in torch.randint(0, max_dim + 1, (count, 3), generator=g).tolist()]
 
 
-def soak(device: str, calls: int, max_numel: int, max_dim: int, variants: list[int], on_each=None) -> None:
+def soak(device: str, calls: int, max_numel: int, max_dim: int, variants: dict, on_each=None) -> None:
     """`calls` calls of each op. Inputs are views of buffers allocated up front (the loop itself allocates only
     the ops' outputs); sizes, offsets (alignment), transposes, dtypes and matmul variants vary per call."""
     bufs = {dt: rand(max_numel + 8, dtype=dt, device=device) for dt in DTYPES}
@@ -48,7 +49,8 @@ def soak(device: str, calls: int, max_numel: int, max_dim: int, variants: list[i
         base = mats[DTYPES[i % 4]]
         a = base[i % 2 : i % 2 + m, :k]
         b = base[:k, :n] if i % 5 else base[:n, :k].t()
-        out = cuda_kernels.matmul(a, b, variant=variants[i % len(variants)])
+        dtype_variants = variants[base.dtype]  # the steps that take this dtype
+        out = cuda_kernels.matmul(a, b, variant=dtype_variants[i % len(dtype_variants)])
         if on_each is not None:
             on_each(out)
         del out
@@ -71,11 +73,13 @@ def rss_bytes() -> int:
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads resident memory from /proc (Linux)")
 def test_soak_cpu_outputs_not_retained() -> None:
     refs: list[weakref.ref] = []
-    soak("cpu", 300, 1 << 14, 48, [0])  # warm-up: allocator pools, thread pool, dispatcher caches
+    soak(
+        "cpu", 300, 1 << 14, 48, dict.fromkeys(DTYPES, [0])
+    )  # warm-up: allocator pools, thread pool, dispatcher caches
     failing_calls("cpu", 200)
     gc.collect()
     before = rss_bytes()
-    soak("cpu", 2000, 1 << 16, 96, [0], on_each=lambda out: refs.append(weakref.ref(out)))
+    soak("cpu", 2000, 1 << 16, 96, dict.fromkeys(DTYPES, [0]), on_each=lambda out: refs.append(weakref.ref(out)))
     failing_calls("cpu", 500)
     gc.collect()
     grown = rss_bytes() - before
@@ -89,7 +93,7 @@ def test_soak_cpu_outputs_not_retained() -> None:
 @pytest.mark.gpu
 @requires_cuda
 def test_soak_cuda_memory_flat() -> None:
-    variants = [0] + [v for v, _ in cuda_kernels._C._matmul_variants()]
+    variants = {dtype: [0] + matmul_cuda_variants(dtype) for dtype in DTYPES}
     soak("cuda", 200, 1 << 20, 256, variants)  # warm-up
     failing_calls("cuda", 100)
     torch.cuda.synchronize()

@@ -17,12 +17,14 @@ import torch._dynamo.testing
 from conftest import DEVICES, DTYPES, assert_matmul_close, rand, requires_caching_allocator, requires_cuda
 
 import cuda_kernels
+from cuda_kernels.ops import matmul_cuda_variants
 
 SLEEP_CYCLES = 200_000_000  # ~0.1 s: much longer than launching the op
 
 
-def variants(device: str) -> list[int]:
-    return [0] + [v for v, _ in cuda_kernels._C._matmul_variants()] if device == "cuda" else [0]
+def variants(device: str, dtype: torch.dtype) -> list[int]:
+    """variant 0 and, on CUDA, every ladder step that takes `dtype`."""
+    return [0] + matmul_cuda_variants(dtype) if device == "cuda" else [0]
 
 
 def exact_square(x: torch.Tensor) -> torch.Tensor:
@@ -50,7 +52,7 @@ def test_side_stream_input_written_late(dtype: torch.dtype) -> None:
             dst.copy_(src, non_blocking=True)
         out_sq = cuda_kernels.square(x)
         out_sq_mis = cuda_kernels.square(x[1:])  # misaligned: the scalar-load path
-        outs_mm = [cuda_kernels.matmul(a, b, variant=v) for v in variants("cuda")]
+        outs_mm = [cuda_kernels.matmul(a, b, variant=v) for v in variants("cuda", dtype)]
     s.synchronize()  # only s
     torch.testing.assert_close(out_sq.cpu(), exact_square(host_x), rtol=0, atol=0)
     torch.testing.assert_close(out_sq_mis.cpu(), exact_square(host_x[1:]), rtol=0, atol=0)
@@ -126,7 +128,7 @@ def test_cuda_graph_square(dtype: torch.dtype) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cuda_graph_matmul_every_variant(dtype: torch.dtype) -> None:
-    for variant in variants("cuda"):
+    for variant in variants("cuda", dtype):
         for m, k, n in [(64, 64, 64), (129, 31, 67), (5, 0, 3)]:
             static_a = rand(m, k, dtype=dtype, device="cuda")
             static_b = rand(k, n, dtype=dtype, device="cuda", seed=1)
