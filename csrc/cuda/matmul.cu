@@ -26,6 +26,7 @@ using matmul_ladder::Step;
 // csrc/cuda/matmul/NN_name.cu, declare its launcher in ladder.h, and list it here with what it needs.
 // Columns: variant, name, input layouts, dtypes, minimum compute capability, runtime check and what it checks,
 // launcher.
+constexpr const char* kSm90aNeeds = "an sm_90a build on a compute-9.0 GPU";
 constexpr Step kLadder[] = {
     {1, "01_tiled", kAnyStrides, kAllDtypes, 0, nullptr, nullptr, &matmul_ladder::launch_01_tiled},
     {2, "02_blocktile_2d", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &matmul_ladder::launch_02_blocktile_2d},
@@ -36,13 +37,19 @@ constexpr Step kLadder[] = {
      &matmul_ladder::launch_06_async_pipeline},
     {7, "07_mma_sync", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &matmul_ladder::launch_07_mma_sync},
     {8, "08_mma_pipeline", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &matmul_ladder::launch_08_mma_pipeline},
+    {9, "09_wgmma_tma", kAnyStrides, kHalfDtypes, 90, &matmul_ladder::wgmma_available, kSm90aNeeds,
+     &matmul_ladder::launch_09_wgmma_tma},
+    {10, "10_cluster_multicast", kAnyStrides, kHalfDtypes, 90, &matmul_ladder::wgmma_available, kSm90aNeeds,
+     &matmul_ladder::launch_10_cluster_multicast},
+    {11, "11_tma_store", kAnyStrides, kHalfDtypes, 90, &matmul_ladder::wgmma_available, kSm90aNeeds,
+     &matmul_ladder::launch_11_tma_store},
 };
 constexpr int kNumSteps = static_cast<int>(std::size(kLadder));
 
 // Variant 0: the last step of the ladder that can run this dtype on this GPU. The ladder is ordered by speed, so
 // that is:
-//  - float16 / bfloat16: the wgmma step where the binary and GPU allow it (once it is listed), else on compute
-//    >= 8.0 08_mma_pipeline (mma.sync tensor cores), else 06_async_pipeline;
+//  - float16 / bfloat16: 11_tma_store where the binary and GPU allow wgmma (sm_90a code, compute 9.0), else on
+//    compute >= 8.0 08_mma_pipeline (mma.sync tensor cores), else 06_async_pipeline;
 //  - float32 / float64: 06_async_pipeline (the tensor-core steps take 16-bit inputs only). Measured on the H100
 //    in float32 (scripts/tune_matmul.py, docs/matmul.md), step 6 is the fastest SIMT step at every shape from
 //    1 x 4096 x 4096 (its 16-row tiles and split K) through 1024^3 (split K) to 8192^3.

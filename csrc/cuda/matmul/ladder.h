@@ -86,11 +86,16 @@ void launch_07_mma_sync(const at::Tensor& a, const at::Tensor& b, at::Tensor& c)
 // Step 8 (float16/bfloat16, sm_80+): + 4-stage cp.async pipeline, XOR-swizzled shared memory, 128x256 block and
 // 64x64 warp tiles, fragment double buffering, grouped tile order.
 void launch_08_mma_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
-// Step 9 (float16/bfloat16, sm_90a binary on a compute-9.0 GPU): wgmma + TMA, in 09_wgmma_tma.cu. Not in kLadder
-// until that file lands; then its row is
-//   {9, "09_wgmma_tma", kRowMajorInputs, kHalfDtypes, 90, &wgmma_available,
-//    "an sm_90a build on a compute-9.0 GPU", &launch_09_wgmma_tma},
+// Steps 9-11 (float16/bfloat16, an sm_90a binary on a compute-9.0 GPU; any strides: TMA reads K-major and
+// MN-major operands as they are, and a padded copy is made only when a stride or alignment rules TMA out):
+// Step 9: warpgroup MMA (wgmma m64n256k16) on operands brought into 128-byte-swizzled shared memory by TMA, a
+// producer warpgroup and two consumer warpgroups on a 4-stage mbarrier ring, setmaxnreg, a persistent grid.
 void launch_09_wgmma_tma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 10: + 2-CTA clusters sharing the B tile through TMA multicast.
+void launch_10_cluster_multicast(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 11: + C written through shared memory by TMA stores, overlapped with the next tile's main loop.
+void launch_11_tma_store(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// True when this binary holds sm_90a code and `device` is compute 9.0 (09_wgmma_tma.cu).
 bool wgmma_available(int device);
 
 }  // namespace cuda_kernels::matmul_ladder

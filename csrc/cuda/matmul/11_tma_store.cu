@@ -1,0 +1,406 @@
+// Ladder step 11: step 10 + a TMA store epilogue.
+//
+// In steps 9 and 10 each consumer thread writes its accumulators straight to global memory: 64 4-byte stores per
+// thread per 128 x 256 tile, each warp-wide store touching 8 rows with 16 bytes apiece (half-used 32-byte
+// sectors), while the tensor cores sit idle until both consumer warpgroups are through. Here each consumer
+// converts its 64 x BN tile to 16 bits into a 16 KB shared-memory buffer, 64 x 128 at a time (two 64 x 64 boxes
+// in TMA's 128-byte-swizzled layout, which also makes these 4-byte writes bank-conflict free: the 8 rows a warp
+// writes land in 8 different 16-byte columns), and one thread hands each box to TMA, which writes full lines to
+// global memory asynchronously and clips the boxes at the matrix edges (no bounds checks in the kernel). The
+// consumer only waits for TMA to have READ a buffer before refilling it, so the global writes overlap the next
+// tile's main loop. The 2 x 16 KB of buffers still fit beside the ring (227 KB per block).
+// TMA needs the output's row pitch to be a multiple of 16 bytes (N % 8 == 0); other N use step 10's direct
+// stores.
+//
+// Like step 9, the kernel and its raw-pointer launcher need no ATen (CUDA_KERNELS_MATMUL_STANDALONE leaves out
+// the at::Tensor entry point).
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "cuda/matmul/hopper.cuh"
+
+namespace cuda_kernels::matmul_ladder {
+namespace wgmma11 {
+
+constexpr int kBM = 128;                      // rows of a block tile: 64 per consumer warpgroup (wgmma's M)
+constexpr int kBK = 64;                       // k per ring slot: one 128-byte swizzle row of 16-bit elements
+[[maybe_unused]] constexpr int kWgmmaK = 16;  // k per wgmma instruction
+constexpr int kSwizzleCols = 64;              // elements in one 128-byte swizzled row
+constexpr int kConsumers = 2;                 // consumer warpgroups
+constexpr int kThreads = 128 * (1 + kConsumers);
+[[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 <= 65536
+[[maybe_unused]] constexpr int kConsumerRegs = 232;
+constexpr uint32_t kSwizzleAtom = 1024;  // bytes of 8 swizzled 128-byte rows: the pattern's period
+constexpr int kDefaultGroupM = 8;        // super-tile rows (pairs of row tiles) per group in the tile order
+constexpr int kClusterM = 2;             // blocks per cluster, stacked along M
+
+// Ring depth by tile width: as many slots as fit in the 227 KB of shared memory a block may use.
+template <int BN>
+struct Tile {
+  static constexpr int kBN = BN;
+  static constexpr uint32_t kABytes = kBM * kBK * 2;  // A slot: 128 rows x 64 k
+  static constexpr uint32_t kBBytes = BN * kBK * 2;   // B slot: 64 k x BN columns
+  static constexpr uint32_t kStageBytes = kABytes + kBBytes;
+  static constexpr int kStages = BN == 256 ? 4 : 6;
+  static constexpr uint32_t kOutBytes = 64 * 128 * 2;  // a consumer's output buffer: 64 rows x 128 columns
+  // The ring, then one output buffer per consumer, + slack to align the ring.
+  static constexpr size_t kSmemBytes = kStages * kStageBytes + kConsumers * kOutBytes + kSwizzleAtom;
+  static constexpr int kAcc = BN / 2;  // fp32 accumulators per consumer thread: 64 x BN / 128
+};
+
+using hopper::Operand;
+
+template <int BN, bool kBf16, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (BN == 256) {
+    hopper::wgmma_m64n256k16<kBf16, kTransA, kTransB>(d, desc_a, desc_b, scale_d);
+  } else {
+    static_assert(BN == 128, "tile widths 128 and 256 are instantiated");
+    hopper::wgmma_m64n128k16<kBf16, kTransA, kTransB>(d, desc_a, desc_b, scale_d);
+  }
+}
+
+// C (M x N, row-major, 16-bit bits) = A @ B. kAMN: A is MN-major (stored as (K, M), m contiguous), else K-major
+// ((M, K), k contiguous). kBK_: B is K-major ((N, K), k contiguous), else MN-major ((K, N), n contiguous).
+// Tensor maps: A K-major {K, M} boxes {64, 128}; A MN-major {M, K} boxes {64, 64}; B MN-major {N, K} boxes
+// {64, 64}; B K-major {K, N} boxes {64, BN}.
+template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
+__global__ void __launch_bounds__(kThreads, 1)
+    matmul_kernel_11_tma_store(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                               const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
+                               int M, int N, int K, int group_m) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = Tile<BN>;
+  constexpr int S = T::kStages;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full_bar[S];
+  __shared__ __align__(8) uint64_t empty_bar[S];
+  // The ring: S A slots, then S B slots, 1024-byte aligned (the swizzle pattern repeats every 1024 bytes and
+  // TMA and wgmma agree on it only from such a boundary).
+  const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
+  const uint32_t a_ring = ring, b_ring = ring + S * T::kABytes, out_ring = b_ring + S * T::kBBytes;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      hopper::mbar_init(hopper::smem_u32(&full_bar[s]), 1);
+      hopper::mbar_init(hopper::smem_u32(&empty_bar[s]), kConsumers * kClusterM);
+    }
+    hopper::mbar_fence_init();
+  }
+  hopper::cluster_sync();  // the peer's multicast and arrivals may target our barriers from now on
+
+  const uint32_t rank = hopper::cluster_rank();
+  const int64_t cluster_id = blockIdx.x / kClusterM, clusters = gridDim.x / kClusterM;
+  const int m_tiles = (M + kBM - 1) / kBM, n_tiles = (N + BN - 1) / BN;
+  const int m_pairs = (m_tiles + kClusterM - 1) / kClusterM;  // super-tile rows: kClusterM row tiles each
+  const int64_t tiles = int64_t{m_pairs} * n_tiles;
+  const int k_slabs = (K + kBK - 1) / kBK;
+  const int wg = threadIdx.x / 128;
+
+  if (wg == 0) {
+    // Producer: one thread fills slots in ring order, the same tile sequence as the consumers.
+    hopper::setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      int s = 0;
+      uint32_t phase = 0;
+      for (int64_t tile = cluster_id; tile < tiles; tile += clusters) {
+        int tp, tn;
+        hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+        const int m0 = (tp * kClusterM + rank) * kBM, n0 = tn * BN;
+        for (int kb = 0; kb < k_slabs; ++kb) {
+          const int k0 = kb * kBK;
+          hopper::mbar_wait(hopper::smem_u32(&empty_bar[s]), phase ^ 1);
+          const uint32_t full = hopper::smem_u32(&full_bar[s]);
+          hopper::mbar_arrive_expect_tx(full, T::kStageBytes);
+          const uint32_t a_dst = a_ring + s * T::kABytes, b_dst = b_ring + s * T::kBBytes;
+          if constexpr (kAMN) {
+            // Two 64 m x 64 k boxes, one per consumer, 8 KB apart.
+            for (int c = 0; c < kBM / kSwizzleCols; ++c)
+              hopper::tma_load_2d(a_dst + c * kSwizzleCols * kBK * 2, &tm_a, m0 + c * kSwizzleCols, k0, full);
+          } else {
+            hopper::tma_load_2d(a_dst, &tm_a, k0, m0, full);
+          }
+          // This block's half of the B slab (columns n0 + rank * BN / 2 + [0, BN / 2)), into both blocks.
+          constexpr uint16_t kBoth = (1u << kClusterM) - 1;
+          constexpr int kHalf = BN / kClusterM;
+          if constexpr (kBKMaj) {
+            // Rows of 64 k, 128 bytes each: the half starts kHalf rows in.
+            hopper::tma_load_2d_multicast(b_dst + rank * kHalf * kBK * 2, &tm_b, k0, n0 + rank * kHalf, full, kBoth);
+          } else {
+            // Boxes of 64 n x 64 k, 8 KB apart (the LBO of the MN-major descriptor): the kHalf / 64 consecutive
+            // boxes of this block's half.
+            for (int c = 0; c < kHalf / kSwizzleCols; ++c) {
+              const int box = rank * (kHalf / kSwizzleCols) + c;
+              hopper::tma_load_2d_multicast(b_dst + box * kSwizzleCols * kBK * 2, &tm_b, n0 + box * kSwizzleCols, k0,
+                                            full, kBoth);
+            }
+          }
+          if (++s == S) s = 0, phase ^= 1;
+        }
+      }
+    }
+  } else {
+    hopper::setmaxnreg_inc<kConsumerRegs>();
+    const int consumer = wg - 1;
+    const int t = threadIdx.x % 128;
+    const int warp = t / 32, lane = t % 32;
+    // This consumer's 64 rows of the A slot: rows [64c, 64c + 64) (K-major) or the c-th 64 m x 64 k box
+    // (MN-major); both start 8 KB into the slot.
+    const uint32_t a_off = consumer * 64 * kBK * 2;
+    // Descriptor strides (bytes). K-major: 8-row groups 1024 apart; each k16 step moves 32 bytes along the row.
+    // MN-major: 8-k groups 1024 apart, 64-wide M/N blocks 8 KB apart (one box); each k16 step moves 16 rows.
+    constexpr uint32_t kMnBlock = kSwizzleCols * kBK * 2;
+    constexpr uint32_t kAStep = kAMN ? kWgmmaK * 128 : kWgmmaK * 2;
+    constexpr uint32_t kBStep = kBKMaj ? kWgmmaK * 2 : kWgmmaK * 128;
+    constexpr uint32_t kALbo = kAMN ? kMnBlock : 16, kBLbo = kBKMaj ? 16 : kMnBlock;
+
+    // Frees a slot in both blocks of the cluster: both producers write into it.
+    const auto release = [&](int slot) {
+      const uint32_t bar = hopper::smem_u32(&empty_bar[slot]);
+#pragma unroll
+      for (uint32_t r = 0; r < kClusterM; ++r) {
+        if (r == rank) {
+          hopper::mbar_arrive(bar);
+        } else {
+          hopper::mbar_arrive_cluster(hopper::cluster_map(bar, r));
+        }
+      }
+    };
+    float acc[T::kAcc];
+    int s = 0;
+    uint32_t phase = 0;
+    for (int64_t tile = cluster_id; tile < tiles; tile += clusters) {
+      int tp, tn;
+      hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+      const int tm = tp * kClusterM + static_cast<int>(rank);
+      int prev = -1;
+      for (int kb = 0; kb < k_slabs; ++kb) {
+        hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
+        hopper::wgmma_fence();
+        const uint32_t a_base = a_ring + s * T::kABytes + a_off, b_base = b_ring + s * T::kBBytes;
+#pragma unroll
+        for (int k = 0; k < kBK / kWgmmaK; ++k) {
+          const uint64_t da = hopper::make_smem_desc(a_base + k * kAStep, kALbo, kSwizzleAtom);
+          const uint64_t db = hopper::make_smem_desc(b_base + k * kBStep, kBLbo, kSwizzleAtom);
+          // The first wgmma of a tile overwrites the accumulators (scale-d = 0) instead of adding.
+          wgmma_tile<BN, kBf16, kAMN ? 1 : 0, kBKMaj ? 0 : 1>(acc, da, db, (kb | k) != 0);
+        }
+        hopper::wgmma_commit();
+        // The batch issued before this one is done: its slot can be refilled.
+        hopper::wgmma_wait<1>();
+        if (prev >= 0 && t == 0) release(prev);
+        prev = s;
+        if (++s == S) s = 0, phase ^= 1;
+      }
+      hopper::wgmma_wait<0>();
+      if (t == 0) release(prev);
+#pragma unroll
+      for (int i = 0; i < T::kAcc; ++i) hopper::reg_fence(acc[i]);
+
+      // Epilogue. wgmma's accumulator layout: acc[4j + h] (j < BN / 8) is row 16 * warp + lane / 4 (+ 8 for
+      // h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
+      const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
+      const int col0 = tn * BN + 2 * (lane % 4);
+      if (tma_store) {
+        // Halves of 128 columns: two 64 x 64 boxes each, 8 KB apart in the buffer, rows of 128 bytes whose 16-byte
+        // chunks are XOR-swizzled with the row index (mod 8), as TMA reads them.
+        const uint32_t buf = out_ring + consumer * T::kOutBytes;
+#pragma unroll
+        for (int half = 0; half < BN / 128; ++half) {
+          // The previous half's (or tile's) stores must have read the buffer before it is overwritten.
+          if (t == 0) hopper::bulk_wait_read();
+          hopper::named_barrier_sync(1 + consumer, 128);
+#pragma unroll
+          for (int jj = 0; jj < 16; ++jj) {
+            const int j = half * 16 + jj;  // 8-column chunk of the consumer tile; jj / 8 is the box
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t r = warp * 16 + lane / 4 + 8 * h;
+              const uint32_t addr = buf + (jj / 8) * 8192 + r * 128 + (((jj % 8) ^ (r % 8)) * 16) + 4 * (lane % 4);
+              hopper::st_shared_u32(addr, hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
+            }
+          }
+          hopper::fence_proxy_async_smem();
+          hopper::named_barrier_sync(1 + consumer, 128);
+          if (t == 0) {
+            const int m0 = tm * kBM + consumer * 64, n0 = tn * BN + half * 128;
+            hopper::tma_store_2d(&tm_c, buf, n0, m0);
+            hopper::tma_store_2d(&tm_c, buf + 8192, n0 + 64, m0);
+            hopper::bulk_commit();
+          }
+        }
+        continue;
+      }
+      const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
+      if (full_tile) {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int64_t idx = int64_t{row0 + 8 * h} * N + col0 + 8 * j;
+            *reinterpret_cast<uint32_t*>(C + idx) = hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = row0 + 8 * h, col = col0 + 8 * j;
+            if (row >= M || col >= N) continue;
+            const int64_t idx = int64_t{row} * N + col;
+            if (col + 1 < N && N % 2 == 0) {
+              *reinterpret_cast<uint32_t*>(C + idx) = hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            } else {
+              C[idx] = hopper::pack1<kBf16>(acc[4 * j + 2 * h]);
+              if (col + 1 < N) C[idx + 1] = hopper::pack1<kBf16>(acc[4 * j + 2 * h + 1]);
+            }
+          }
+        }
+      }
+    }
+  }
+  if (threadIdx.x % 128 == 0) hopper::bulk_wait();  // the last tile's stores are done before the block exits
+  hopper::cluster_sync();                           // the peer may still arrive on our barriers until it is done
+#endif
+}
+
+struct LaunchOptions {
+  int block_n = 0;  // 0: by shape; else 128 or 256
+  int group_m = kDefaultGroupM;
+  int max_blocks = 0;  // 0: the SM count
+};
+
+template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
+cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
+                         cudaStream_t stream) {
+  using T = Tile<BN>;
+  auto* kernel = &matmul_kernel_11_tma_store<BN, kBf16, kAMN, kBKMaj>;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> configured[kMaxDevices] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device >= kMaxDevices || !configured[device].load(std::memory_order_relaxed)) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmemBytes));
+    if (err != cudaSuccess) return err;
+    if (device < kMaxDevices) configured[device].store(true, std::memory_order_relaxed);
+  }
+  CUtensorMap map_a, map_b;
+  const bool ok_a = kAMN ? hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, M, K, a.ld, kSwizzleCols, kBK)
+                         : hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, K, M, a.ld, kSwizzleCols, kBM);
+  const bool ok_b = kBKMaj
+                        ? hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, K, N, b.ld, kSwizzleCols, BN / kClusterM)
+                        : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK);
+  if (!ok_a || !ok_b) return cudaErrorInvalidValue;
+  // The output through TMA when its rows are 16-byte multiples (c is a fresh contiguous tensor: aligned base).
+  CUtensorMap map_c = {};
+  const bool tma_store = N % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
+                         hopper::encode_tensor_map_2d(&map_c, kBf16, c, N, M, N, kSwizzleCols, 64);
+  // Clusters the GPU holds at once (SMs pair up within GPCs only), read once per device.
+  static std::atomic<int> max_clusters[kMaxDevices] = {};
+  int fit = device < kMaxDevices ? max_clusters[device].load(std::memory_order_relaxed) : 0;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kClusterM;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = T::kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (fit == 0) {
+    cfg.gridDim = dim3(sms / kClusterM * kClusterM);
+    err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
+    if (err != cudaSuccess) return err;
+    if (fit < 1) return cudaErrorInvalidConfiguration;
+    if (device < kMaxDevices) max_clusters[device].store(fit, std::memory_order_relaxed);
+  }
+  const int64_t super_tiles = int64_t{(M + kClusterM * kBM - 1) / (kClusterM * kBM)} * ((N + BN - 1) / BN);
+  const int64_t clusters = std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / kClusterM}});
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * kClusterM));
+  return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m);
+}
+
+template <bool kBf16, bool kAMN, bool kBKMaj>
+cudaError_t launch_layout(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms,
+                          const LaunchOptions& opt, cudaStream_t stream) {
+  int bn = opt.block_n;
+  if (bn == 0) {
+    // 128 x 256 tiles unless they leave more than half the SMs idle.
+    const int64_t wide_tiles = int64_t{(M + kClusterM * kBM - 1) / (kClusterM * kBM)} * kClusterM * ((N + 255) / 256);
+    bn = 2 * wide_tiles < sms ? 128 : 256;
+  }
+  const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
+  if (bn == 128) return launch_typed<128, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, opt.group_m, stream);
+  return launch_typed<256, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, opt.group_m, stream);
+}
+
+// C (M x N, row-major, contiguous) = A @ B for 16-bit A, B, C (bf16 when bf16, else fp16), fp32 accumulation.
+// 1 <= M, N, K < 2^31. The caller guarantees the Operand requirements.
+inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms,
+                          cudaStream_t stream, const LaunchOptions& opt = {}) {
+  if (bf16) {
+    if (a.mn_major) {
+      return b.mn_major ? launch_layout<true, true, false>(M, N, K, a, b, c, sms, opt, stream)
+                        : launch_layout<true, true, true>(M, N, K, a, b, c, sms, opt, stream);
+    }
+    return b.mn_major ? launch_layout<true, false, false>(M, N, K, a, b, c, sms, opt, stream)
+                      : launch_layout<true, false, true>(M, N, K, a, b, c, sms, opt, stream);
+  }
+  if (a.mn_major) {
+    return b.mn_major ? launch_layout<false, true, false>(M, N, K, a, b, c, sms, opt, stream)
+                      : launch_layout<false, true, true>(M, N, K, a, b, c, sms, opt, stream);
+  }
+  return b.mn_major ? launch_layout<false, false, false>(M, N, K, a, b, c, sms, opt, stream)
+                    : launch_layout<false, false, true>(M, N, K, a, b, c, sms, opt, stream);
+}
+
+}  // namespace wgmma11
+}  // namespace cuda_kernels::matmul_ladder
+
+#ifndef CUDA_KERNELS_MATMUL_STANDALONE
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <limits>
+
+#include "cuda/matmul/ladder.h"
+#include "cuda/utils.cuh"
+
+namespace cuda_kernels::matmul_ladder {
+
+bool wgmma_available(int device);  // defined with step 9
+
+void launch_11_tma_store(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
+  const at::ScalarType dtype = a.scalar_type();
+  TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kHalf,
+              "cuda_kernels.matmul: step 11_tma_store supports bfloat16 and float16 only, got ", dtype);
+  TORCH_CHECK(b.scalar_type() == dtype && c.scalar_type() == dtype,
+              "cuda_kernels.matmul: step 11_tma_store needs a, b and c of one dtype");
+  const int device = c.get_device();
+  TORCH_CHECK(wgmma_available(device),
+              "cuda_kernels.matmul: step 11_tma_store needs a compute capability 9.0 GPU and a build with sm_90a code");
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  constexpr int64_t kMaxDim = std::numeric_limits<int>::max();
+  TORCH_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim,
+              "cuda_kernels.matmul: step 11_tma_store needs M, N, K < 2^31");
+  TORCH_CHECK(c.is_contiguous() && c.size(0) == M && c.size(1) == N,
+              "cuda_kernels.matmul: step 11_tma_store needs a contiguous (M, N) output");
+  at::Tensor a_keep, b_keep;  // padded copies, when a or b cannot be read by TMA as they are
+  const hopper::Operand op_a = hopper::tma_operand(a, a_keep);
+  hopper::Operand op_b = hopper::tma_operand(b, b_keep);
+  op_b.mn_major = !op_b.mn_major;  // row-major (K, N) B has n contiguous
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  const cudaError_t err =
+      wgmma11::launch(dtype == at::kBFloat16, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), op_a, op_b,
+                      c.mutable_data_ptr(), sm_count(device), stream);
+  TORCH_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step 11_tma_store launch failed: ", cudaGetErrorString(err));
+}
+
+}  // namespace cuda_kernels::matmul_ladder
+#endif  // CUDA_KERNELS_MATMUL_STANDALONE

@@ -1,0 +1,441 @@
+// Hopper (sm_90a) building blocks shared by the wgmma steps of the matmul ladder: PTX wrappers for mbarriers,
+// TMA (cp.async.bulk.tensor) loads, wgmma.mma_async and setmaxnreg, the wgmma shared-memory matrix descriptor,
+// and host-side tensor-map encoding.
+//
+// Every device wrapper compiles to nothing outside the sm_90a pass (`__CUDA_ARCH_FEAT_SM90_ALL`), so a file
+// including this header still builds for sm_80; kernels that use them must guard their bodies the same way.
+// Only the last section (tma_operand) uses ATen; it is left out when CUDA_KERNELS_MATMUL_STANDALONE is defined,
+// as the standalone harness (.tc/, not in git) does.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap and its enums (types only: the driver is reached through the runtime)
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace cuda_kernels::hopper {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shared memory, mbarriers
+// ---------------------------------------------------------------------------------------------------------------
+
+// The shared-window address (what PTX's .shared instructions take) of a generic pointer into shared memory.
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t arrivals) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+#endif
+}
+
+// Makes barrier initializations visible to the other threads and to the async proxy (TMA) before first use.
+__device__ __forceinline__ void mbar_fence_init() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// Arrives once and adds `bytes` to the transaction count the current phase waits for (TMA completes them).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
+// Spins until the phase with parity `parity` of the barrier has completed. A freshly initialized barrier counts
+// its (virtual) previous phase, parity 1, as complete: producers wait on `phase ^ 1` for free slots.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// TMA
+// ---------------------------------------------------------------------------------------------------------------
+
+// Copies the box at element coordinates (c0 innermost, c1) of the 2-D tensor map into shared memory at `dst`
+// and signals `bar` with the bytes written (out-of-range elements are written as zeros and counted).
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1,
+                                            uint32_t bar) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#endif
+}
+
+// Copies the box at shared address `src` (the 128-byte-swizzled layout of a load with the same box) to the 2-D
+// tensor map's box at element coordinates (c0, c1); the parts of the box outside the matrix are not written.
+// Completion is tracked per thread in bulk groups (bulk_commit / bulk_wait_read).
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t src, int32_t c0, int32_t c1) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(src)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until this thread's bulk stores have finished reading shared memory (the source may be overwritten).
+__device__ __forceinline__ void bulk_wait_read() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+// Waits until this thread's bulk stores are complete (written to global memory).
+__device__ __forceinline__ void bulk_wait() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
+// Makes this thread's ordinary shared-memory writes visible to the async proxy (TMA) before a barrier.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (whole warps).
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Clusters
+// ---------------------------------------------------------------------------------------------------------------
+
+// This block's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r = 0;
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+
+// All threads of all blocks of the cluster (exited threads excepted) meet here; memory operations before it
+// (shared-memory writes, barrier inits, remote arrivals) are visible to the whole cluster after it.
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+#endif
+}
+
+// The shared::cluster address of the variable at shared address `addr` in the cluster's block `rank`.
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t out = addr;
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(addr), "r"(rank));
+#endif
+  return out;
+}
+
+// Arrives on an mbarrier given by its shared::cluster address (another block's of the cluster). Default
+// semantics (release at CTA scope): a cluster-scope release would also wait for this thread's wgmma still in
+// flight, stalling the issue of the next batch.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_bar) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
+#endif
+}
+
+// Like tma_load_2d, but the box lands at the same shared offset `dst` in every block of the cluster named in
+// `cta_mask`, and each of them gets the completion bytes on its barrier at offset `bar`.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1,
+                                                      uint32_t bar, uint16_t cta_mask) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask)
+      : "memory");
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Registers, wgmma
+// ---------------------------------------------------------------------------------------------------------------
+
+// Moves this warpgroup's per-thread register budget up (inc) or down (dec) to kRegs; needs the kernel to have a
+// register cap at entry (__launch_bounds__(threads, 1)).
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+// Orders this thread's earlier register accesses before the wgmma that follow (needed before the first wgmma
+// of a batch that reads accumulators other instructions touched).
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+// Waits until at most kPending committed wgmma groups of this warpgroup are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// Keeps the compiler from moving accumulator reads/writes across wgmma fences/waits (an empty asm that
+// "modifies" the register).
+__device__ __forceinline__ void reg_fence(float& r) {
+  asm volatile("" : "+f"(r)::"memory");
+}
+
+// The shared-memory matrix descriptor of a wgmma operand in the 128-byte-swizzled layout that TMA writes with
+// CU_TENSOR_MAP_SWIZZLE_128B (each 8 x 128-byte block 1024-byte aligned):
+//   bits 0-13 start address >> 4, 16-29 leading-dimension byte offset >> 4, 32-45 stride-dimension byte
+//   offset >> 4, 62-63 swizzle mode (1 = 128 bytes).
+// K-major operand (rows of 64 contiguous k, 128 bytes each): SBO = 1024 (from 8 rows to the next 8), LBO unused.
+// MN-major operand (rows of 64 contiguous m or n per k, 128 bytes each): SBO = 1024 (from 8 k to the next 8),
+// LBO = byte distance between consecutive 64-wide column blocks along M/N.
+__device__ __forceinline__ uint64_t make_smem_desc(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(lbo_bytes >> 4) << 16) |
+         (static_cast<uint64_t>(sbo_bytes >> 4) << 32) | (uint64_t{1} << 62);
+}
+
+// D (64 x 256, fp32, 128 registers per thread) (+)= A (64 x 16) * B (16 x 256), A and B from shared memory.
+#define CK_WGMMA_M64N256K16(TYPES)                                                                                   \
+  asm volatile(                                                                                                      \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                                  \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32" TYPES                                                            \
+      " "                                                                                                            \
+      "{"                                                                                                            \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                       \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                             \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                             \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "                             \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "                             \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "                             \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "                 \
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"               \
+      "}, %128, %129, p, 1, 1, %131, %132;\n}\n"                                                                     \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),  \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),       \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),      \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),      \
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),      \
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),      \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),      \
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),      \
+        "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]),      \
+        "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]),      \
+        "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]),      \
+        "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]),      \
+        "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), \
+        "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),            \
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]),            \
+        "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),            \
+        "+f"(d[126]), "+f"(d[127])                                                                                   \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
+
+template <bool kBf16, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kBf16) {
+    CK_WGMMA_M64N256K16(".bf16.bf16");
+  } else {
+    CK_WGMMA_M64N256K16(".f16.f16");
+  }
+#endif
+}
+#undef CK_WGMMA_M64N256K16
+
+// D (64 x 128, fp32, 64 registers per thread) (+)= A (64 x 16) * B (16 x 128), A and B from shared memory.
+#define CK_WGMMA_M64N128K16(TYPES)                                                                                  \
+  asm volatile(                                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                                  \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32" TYPES                                                           \
+      " "                                                                                                           \
+      "{"                                                                                                           \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                      \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                            \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                            \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"                              \
+      "}, %64, %65, p, 1, 1, %67, %68;\n}\n"                                                                        \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),     \
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),     \
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),     \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),     \
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                   \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
+
+template <bool kBf16, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kBf16) {
+    CK_WGMMA_M64N128K16(".bf16.bf16");
+  } else {
+    CK_WGMMA_M64N128K16(".f16.f16");
+  }
+#endif
+}
+#undef CK_WGMMA_M64N128K16
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pieces shared by the GEMM kernels
+// ---------------------------------------------------------------------------------------------------------------
+
+// Maps a linear tile index to (row tile, column tile): groups of group_m row tiles, walked column by column
+// inside a group, so consecutive indices (the blocks working at the same time) share A rows and B columns in L2.
+__device__ __forceinline__ void grouped_tile(int64_t tile, int m_tiles, int n_tiles, int group_m, int& tm, int& tn) {
+  const int64_t group_size = int64_t{group_m} * n_tiles;
+  const int64_t group = tile / group_size;
+  const int first_m = static_cast<int>(group) * group_m;
+  const int rows = min(m_tiles - first_m, group_m);
+  const int64_t in_group = tile - group * group_size;
+  tm = first_m + static_cast<int>(in_group % rows);
+  tn = static_cast<int>(in_group / rows);
+}
+
+// Two floats rounded to bf16 (kBf16) or fp16, as the bits of one 32-bit word (first value in the low half); one
+// float as 16 bits. Intrinsics only: torch builds with the half/bfloat16 operators and conversions disabled.
+template <bool kBf16>
+__device__ __forceinline__ uint32_t pack2(float x, float y) {
+  if constexpr (kBf16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+template <bool kBf16>
+__device__ __forceinline__ uint16_t pack1(float x) {
+  if constexpr (kBf16) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  } else {
+    return __half_as_ushort(__float2half_rn(x));
+  }
+}
+
+// A 16-bit GEMM operand as TMA reads it. mn_major: element (i, k) of A (i = m) or of B transposed (i = n) lies at
+// ptr[k * ld + i]; else at ptr[i * ld + k]. ptr must be 16-byte aligned and ld a multiple of 8.
+struct Operand {
+  const void* ptr;
+  int64_t ld;
+  bool mn_major;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Host: tensor maps
+// ---------------------------------------------------------------------------------------------------------------
+
+// cuTensorMapEncodeTiled from the driver, looked up once through the runtime (no link against libcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+#if CUDART_VERSION >= 12050
+    const cudaError_t err =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &status);
+#else
+    const cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &ptr, cudaEnableDefault, &status);
+#endif
+    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      ptr = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+  }();
+  return fn;
+}
+
+// A 2-D tensor map over a 16-bit matrix of `outer` rows of `inner` contiguous elements, `row_stride` elements
+// apart, read in boxes of box_outer x box_inner elements (box_inner * 2 <= 128 bytes) into 128-byte-swizzled
+// shared memory. Reads outside the matrix return zeros. Needs base % 16 == 0 and row_stride % 8 == 0.
+// Returns false when the driver rejects it.
+inline bool encode_tensor_map_2d(CUtensorMap* map, bool bf16, const void* base, uint64_t inner, uint64_t outer,
+                                 uint64_t row_stride, uint32_t box_inner, uint32_t box_outer) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {row_stride * 2};  // bytes, for dimension 1 (dimension 0 is contiguous)
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult res =
+      encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(base),
+             dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS;
+}
+
+}  // namespace cuda_kernels::hopper
+
+#ifndef CUDA_KERNELS_MATMUL_STANDALONE
+// ATen side: fitting tensors to what TMA can read (left out of the standalone harness, which has no ATen).
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+
+namespace cuda_kernels::hopper {
+
+// Describes the (rows x cols) tensor t for TMA, as row-major (element (r, c) at ptr[r * ld + c], mn_major = false)
+// or column-major (ptr[c * ld + r], mn_major = true), whichever its strides allow, preferring row-major; a size-1
+// dimension's stride is never used, so it is given a valid pitch. Anything else (other strides, a base not 16-byte
+// aligned, a pitch not a multiple of 16 bytes) is copied into `keep`, a row-major buffer with a padded pitch
+// whose logical size stays rows x cols (TMA's zero fill still covers the tails). For A (M x K) row-major means
+// K-major; for B (K x N) it means MN-major: callers flip mn_major for B.
+inline Operand tma_operand(const at::Tensor& t, at::Tensor& keep) {
+  constexpr int64_t kAlignBytes = 16, kPitchElems = 8;  // TMA: 16-byte base and row pitch (8 16-bit elements)
+  const auto round_up = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
+  const int64_t rows = t.size(0), cols = t.size(1), s0 = t.stride(0), s1 = t.stride(1);
+  if (reinterpret_cast<uintptr_t>(t.const_data_ptr()) % kAlignBytes == 0) {
+    if ((s1 == 1 || cols == 1) && (rows == 1 || (s0 % kPitchElems == 0 && s0 >= cols))) {
+      return {t.const_data_ptr(), rows == 1 ? round_up(cols, kPitchElems) : s0, false};
+    }
+    if ((s0 == 1 || rows == 1) && (cols == 1 || (s1 % kPitchElems == 0 && s1 >= rows))) {
+      return {t.const_data_ptr(), cols == 1 ? round_up(rows, kPitchElems) : s1, true};
+    }
+  }
+  const int64_t pitch = round_up(cols, kPitchElems);
+  keep = at::empty({rows, pitch}, t.options());
+  keep.narrow(1, 0, cols).copy_(t);
+  return {keep.const_data_ptr(), pitch, false};
+}
+
+}  // namespace cuda_kernels::hopper
+#endif  // CUDA_KERNELS_MATMUL_STANDALONE
