@@ -5,19 +5,25 @@
     python benchmark.py --quick                  # a few sizes per op
     python benchmark.py --op square --size 2^24 --dtype float32
     python benchmark.py --op matmul --size 8192x1024x4096 --dtype bfloat16    # M x N x K
-    python benchmark.py --op matmul --ladder     # every step of the CUDA matmul ladder
+    python benchmark.py --op matmul --ladder     # every step of the CUDA matmul ladder that runs here
+    python benchmark.py --op matmul --dtype float32 --size 4096 --tf32       # TF32 allowed, vs cuBLAS TF32
     python benchmark.py -i 1                     # exactly one call of each op and nothing else (for ncu)
     python benchmark.py --json r.json --csv r.csv --plot r.png --compare old.json
 
 How it measures (docs/benchmarks.md explains why):
   * CUDA: a pair of CUDA events around every call; before every call a buffer of twice the L2 size is zeroed,
     so no call finds its inputs in L2; warm-up by time; repetitions until the median is stable; median and
-    interquartile range (IQR) are reported. --cuda-graph times replays of a graph of GRAPH_CALLS calls instead.
+    interquartile range (IQR) are reported; a noisy case takes more samples, until its median is known to
+    +-0.5% (95% confidence) or a time cap. --cuda-graph times replays of a graph of GRAPH_CALLS calls instead.
   * CPU: time.perf_counter around every call, with the same warm-up and statistics.
   * Correctness first: every case checks our output against a reference before it is timed. A wrong result gets
     no speed, is reported, and the run exits with code 1.
   * Rooflines, measured in the same run: a device-to-device copy of the same bytes for square (recorded as its
-    own "copy" case), torch.mm (cuBLAS, TF32 off) for matmul; plus the datasheet peak of known GPUs.
+    own "copy" case), torch.mm (cuBLAS, TF32 off) for matmul; plus the datasheet peak of known GPUs. Rows with
+    math "tf32" (--tf32, and float32 4096^3 in the default CUDA sweep) ran both sides with TF32 allowed.
+  * matmul steps: a ladder step that cannot run a dtype here (wrong dtype, older GPU, not in this binary) is
+    skipped with a note. The default CUDA sweep also times every tensor-core step at float16/bfloat16 4096^3 and
+    8192^3, so the tensor-core ladder and its targets come from the same run.
 
 Exit codes: 0 ok, 1 a wrong result (or our op raised), 2 bad command line, 3 --compare found a slower case.
 """
@@ -35,7 +41,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -44,7 +50,7 @@ import torch
 from torch import Tensor
 
 import cuda_kernels
-from cuda_kernels.testing import matmul_error_bound
+from cuda_kernels.testing import matmul_error_bound, tf32_matmul_error_bound
 
 REPO_ROOT = Path(__file__).resolve().parent
 
@@ -67,6 +73,12 @@ MATMUL_SHAPES = [(n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192)] + [
     (8192, 1024, 4096),  # rectangular
     (1, 4096, 4096),  # a single row: matrix-vector, memory-bound
 ]
+# The default sweep (no --size) on CUDA also times, in the same run, the rows issue 12's targets read
+# (scripts/check_targets.py): float16 and bfloat16 at these shapes get one row per tensor-core ladder step (besides
+# the default variant's), and float32 at these shapes a second case with TF32 allowed for ours and torch.mm. Each
+# applies where the sweep has the shape (--quick: 4096^3 only).
+TENSOR_CORE_SWEEP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
+TF32_SWEEP_SHAPES = [(4096, 4096, 4096)]
 QUICK_SQUARE_SIZES = [2**12, 2**16, 2**20, 2**24, 2**28]
 QUICK_MATMUL_SHAPES = [(256, 256, 256), (1024, 1024, 1024), (4096, 4096, 4096), (1, 4096, 4096)]
 
@@ -134,10 +146,13 @@ def describe_peaks(peaks: Peaks | None) -> str:
     )
 
 
-def peak_tflops(peaks: Peaks | None, dtype: torch.dtype) -> float | None:
-    """The datasheet matmul peak for a dtype (TF32 is off, so float32 is plain FP32); None when unknown."""
+def peak_tflops(peaks: Peaks | None, dtype: torch.dtype, math: str | None = None) -> float | None:
+    """The datasheet matmul peak for a dtype: float32 is plain FP32 unless math is "tf32" (the TF32 tensor-core
+    peak, None where the datasheet entry has none); None when unknown."""
     if peaks is None:
         return None
+    if math == "tf32" and dtype == torch.float32:
+        return peaks.tf32
     return {torch.float32: peaks.fp32, torch.bfloat16: peaks.bf16, torch.float16: peaks.fp16}.get(dtype)
 
 
@@ -175,6 +190,33 @@ def is_stable(samples: list[float], rel_tol: float) -> bool:
     return abs(last_half - whole) <= rel_tol * abs(whole)
 
 
+CI_Z = 1.96  # median_ci's normal quantile: a ~95% confidence interval
+
+
+def median_ci(samples: list[float], z: float = CI_Z) -> tuple[float, float]:
+    """A distribution-free confidence interval (lo, hi) of the median, from order statistics.
+
+    The number of samples below the true median is Binomial(n, 1/2), so with 1-based ranks j = floor(n/2 - z sqrt(n)/2)
+    and k = ceil(n/2 + z sqrt(n)/2) + 1 (clamped to 1..n), [x_(j), x_(k)] holds the median with probability about
+    that of |N(0, 1)| <= z (0.95 for z = 1.96). No assumption about the shape of the distribution (timings are skewed).
+    """
+    if not samples:
+        raise ValueError("median_ci of an empty list")
+    s = sorted(samples)
+    n = len(s)
+    half = z * math.sqrt(n) / 2
+    j = max(1, math.floor(n / 2 - half))
+    k = min(n, math.ceil(n / 2 + half) + 1)
+    return s[j - 1], s[k - 1]
+
+
+def median_ci_rel(samples: list[float], z: float = CI_Z) -> float:
+    """Half the width of median_ci relative to the median: 0.005 means the median is known to about +-0.5%."""
+    lo, hi = median_ci(samples, z)
+    med = median(samples)
+    return (hi - lo) / (2 * abs(med)) if med else math.inf
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Timing
 
@@ -183,24 +225,118 @@ def is_stable(samples: list[float], rel_tol: float) -> bool:
 class TimingConfig:
     """When to stop measuring one function.
 
-    Warm up for warmup_ms, then take samples in batches of up to check_every (fewer when a call is slow) and
-    stop at the first of: max_reps samples; at least min_reps samples and a stable median (is_stable with
-    rel_tol); max_time_s spent measuring and at least MIN_SAMPLES samples.
+    Warm up for warmup_ms, then take samples in batches (check_every, growing with the sample count up to
+    MAX_BATCH; fewer when a call is slow) and stop at the first of (stop_reason):
+      * max_reps samples;
+      * at least min_reps samples, a stable median (is_stable with rel_tol) and, when ci_rel_tol is set, a median
+        known to within ci_rel_tol: half the width of its ~95% confidence interval (median_ci_rel) at most
+        ci_rel_tol of it. A noisy case (a 4 us kernel whose samples spread by 12%) so takes hundreds of samples
+        where a steady one takes min_reps, and a 0.976x vs 0.98x decision between two medians is not noise;
+      * max_time_s spent measuring and at least MIN_SAMPLES samples (the cap on what a noisy case may cost).
     """
 
     warmup_ms: float = 25.0
     min_reps: int = 25
-    max_reps: int = 1000
+    max_reps: int = 5000
     max_time_s: float = 1.0
     rel_tol: float = 0.01
     check_every: int = 10
+    ci_rel_tol: float | None = 0.005
+    rounds: int = 1  # time_rounds: the implementations of a case timed this many times, interleaved, samples pooled
 
 
 MIN_SAMPLES = 3
-CUDA_TIMING = TimingConfig()
-CUDA_QUICK_TIMING = TimingConfig(min_reps=10, max_time_s=0.25)
-CPU_TIMING = TimingConfig(min_reps=5, max_reps=200, max_time_s=0.3)
-CPU_QUICK_TIMING = TimingConfig(warmup_ms=10.0, min_reps=3, max_reps=50, max_time_s=0.05)
+MAX_BATCH = 100  # samples per batch at most: the batch grows with n (n // 8) so long runs check less often
+CUDA_TIMING = TimingConfig(rounds=4)
+CUDA_QUICK_TIMING = TimingConfig(min_reps=10, max_reps=1000, max_time_s=0.25, ci_rel_tol=0.01)
+# The CPU is not where targets are decided, and its sweep must stay near a minute on two cores: no CI rule there.
+CPU_TIMING = TimingConfig(min_reps=5, max_reps=200, max_time_s=0.3, ci_rel_tol=None)
+CPU_QUICK_TIMING = TimingConfig(warmup_ms=10.0, min_reps=3, max_reps=50, max_time_s=0.05, ci_rel_tol=None)
+
+
+def stop_reason(samples: list[float], elapsed_s: float, config: TimingConfig) -> str | None:
+    """Why time_fn stops after these samples (TimingConfig's rules): "max_reps", "converged", "time cap"; None:
+    take more."""
+    n = len(samples)
+    if n >= config.max_reps:
+        return "max_reps"
+    if (
+        n >= config.min_reps
+        and is_stable(samples, config.rel_tol)
+        and (config.ci_rel_tol is None or median_ci_rel(samples) <= config.ci_rel_tol)
+    ):
+        return "converged"
+    if elapsed_s >= config.max_time_s and n >= MIN_SAMPLES:
+        return "time cap"
+    return None
+
+
+def describe_timing(config: TimingConfig) -> dict[str, Any]:
+    """The timing settings and the stop rule in words, for env.settings.timing in the JSON."""
+    ci = (
+        f", and half the ~95% confidence interval of the median (order statistics, z = {CI_Z}) <= "
+        f"{config.ci_rel_tol:.2%} of it"
+        if config.ci_rel_tol is not None
+        else ""
+    )
+    rule = (
+        f"warm up {config.warmup_ms:g} ms; sample in batches of {config.check_every} (up to {MAX_BATCH}, n // 8 as n "
+        f"grows); stop at {config.max_reps} samples, or at >= {config.min_reps} samples with the median of the last "
+        f"half within {config.rel_tol:.1%} of the whole{ci}, or after {config.max_time_s:g} s of sampling "
+        f"(>= {MIN_SAMPLES} samples)"
+    )
+    if config.rounds > 1:
+        per = round_config(config)
+        rule = (
+            f"{config.rounds} rounds per case, its implementations interleaved (ours, torch, torch, ours, ...) and "
+            f"each one's samples pooled; a round stops at {per.max_reps} samples, or at >= {per.min_reps} with a "
+            f"stable median whose CI is within {per.ci_rel_tol or 0:.2%}, or after {per.max_time_s:g} s (the first "
+            f"round warms up, later ones make one warm-up call). With one round the rule is: " + rule
+        )
+    return {**asdict(config), "ci_z": CI_Z, "max_batch": MAX_BATCH, "rule": rule}
+
+
+def round_config(config: TimingConfig) -> TimingConfig:
+    """The stop rule of one of config.rounds rounds: the budgets split evenly, the CI target widened by
+    sqrt(rounds) (the pooled median's interval narrows with the square root of the pooled count)."""
+    r = config.rounds
+    if r <= 1:
+        return config
+    return replace(
+        config,
+        min_reps=max(MIN_SAMPLES, math.ceil(config.min_reps / r)),
+        max_reps=max(MIN_SAMPLES, config.max_reps // r),
+        max_time_s=config.max_time_s / r,
+        ci_rel_tol=None if config.ci_rel_tol is None else config.ci_rel_tol * math.sqrt(r),
+        rounds=1,
+    )
+
+
+def time_rounds(
+    fns: list[Callable[[], Any]],
+    device: torch.device | str,
+    config: TimingConfig,
+    flush: Tensor | None = None,
+    calls_per_sample: int = 1,
+) -> list[Timing]:
+    """Times each of fns (the implementations of one case) in config.rounds rounds and pools each one's samples.
+
+    Timing one implementation after the other leaves their ratio exposed to whatever drifts between the two
+    measurements (measured on the H100: two timings of the same 4 us torch.square, each with its median known to
+    +-0.4%, differed by up to 1.5%). Interleaving rounds (forward, then backward order) spreads that drift over every
+    implementation alike. Only the first round warms up for config.warmup_ms; later ones make one warm-up call.
+    """
+    if config.rounds <= 1:
+        return [time_fn(fn, device, config, flush, calls_per_sample) for fn in fns]
+    first, later = round_config(config), replace(round_config(config), warmup_ms=0.0)
+    pooled = [Timing([]) for _ in fns]
+    for r in range(config.rounds):
+        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
+        for i in order:
+            timing = time_fn(fns[i], device, first if r == 0 else later, flush, calls_per_sample)
+            pooled[i].samples_ms += timing.samples_ms
+            pooled[i].host_bound_batches += timing.host_bound_batches
+    return pooled
 
 
 @dataclass
@@ -268,20 +404,17 @@ def time_fn(
     host_bound = 0
     start = time.perf_counter()
     while True:
-        # Enough calls per batch to keep the device busy, but a slow call is not repeated needlessly.
-        batch = max(1, min(config.check_every, int(0.1 / seconds_per_call), config.max_reps - len(samples)))
+        # Enough calls per batch to keep the device busy, but a slow call is not repeated needlessly; a case that
+        # needs hundreds of samples (the CI rule) checks every n // 8 of them rather than every check_every.
+        per_batch = min(max(config.check_every, len(samples) // 8), MAX_BATCH)
+        batch = max(1, min(per_batch, int(0.1 / seconds_per_call), config.max_reps - len(samples)))
         if is_cuda:
             batch_samples, starved = _time_cuda_batch(fn, flush, batch)
             samples += batch_samples
             host_bound += starved
         else:
             samples += _time_cpu_batch(fn, batch)
-        n = len(samples)
-        if n >= config.max_reps:
-            break
-        if n >= config.min_reps and is_stable(samples, config.rel_tol):
-            break
-        if time.perf_counter() - start >= config.max_time_s and n >= MIN_SAMPLES:
+        if stop_reason(samples, time.perf_counter() - start, config):
             break
     return Timing([s / calls_per_sample for s in samples], host_bound)
 
@@ -377,6 +510,9 @@ class Case:
     op: str
     dtype: torch.dtype
     shape: tuple[int, ...]
+    # None: the dtype's own arithmetic (float32 matmul with TF32 off). "tf32": float32 matmul with
+    # torch.backends.cuda.matmul.allow_tf32 = True for ours and torch.mm (cuBLAS may then round inputs to TF32).
+    math: str | None = None
 
     @property
     def dtype_name(self) -> str:
@@ -389,8 +525,9 @@ class Case:
 
     @property
     def nvtx_path(self) -> list[str]:
-        """NVTX ranges pushed (nested) around the case: ncu's --nvtx-include "square/float32/16777216/"."""
-        return [self.op, self.dtype_name, self.shape_str]
+        """NVTX ranges pushed (nested) around the case: ncu's --nvtx-include "square/float32/16777216/"
+        ("matmul/float32+tf32/4096x4096x4096/" for a TF32 case)."""
+        return [self.op, self.dtype_name + (f"+{self.math}" if self.math else ""), self.shape_str]
 
 
 @dataclass(frozen=True)
@@ -443,10 +580,13 @@ def make_fn(case: Case, impl: Impl, inputs: list[Tensor]) -> Callable[[], Tensor
     raise ValueError(f"unknown op {case.op!r}")
 
 
-def check_result(op: str, inputs: list[Tensor], out: Tensor) -> tuple[bool | None, str]:
-    """(correct, note) for op's output: True, False (note says what is wrong) or None (not checked: note why)."""
+def check_result(op: str, inputs: list[Tensor], out: Tensor, math: str | None = None) -> tuple[bool | None, str]:
+    """(correct, note) for op's output: True, False (note says what is wrong) or None (not checked: note why).
+
+    math "tf32" (a float32 matmul with TF32 allowed) checks against the TF32 error bound instead of float32's.
+    """
     if op == "matmul":
-        return check_matmul(inputs[0], inputs[1], out)
+        return check_matmul(inputs[0], inputs[1], out, tf32=math == "tf32")
     (x,) = inputs
     if op == "copy":
         return check_equal(out, x)
@@ -472,18 +612,19 @@ def check_equal(out: Tensor, ref: Tensor) -> tuple[bool, str]:
     )
 
 
-def check_matmul(a: Tensor, b: Tensor, out: Tensor) -> tuple[bool | None, str]:
-    """Elementwise |out - ref| <= matmul_error_bound, ref = a.double() @ b.double() (computed on a's device)."""
+def check_matmul(a: Tensor, b: Tensor, out: Tensor, tf32: bool = False) -> tuple[bool | None, str]:
+    """Elementwise |out - ref| <= matmul_error_bound (tf32_matmul_error_bound with tf32), ref = a.double() @
+    b.double() (computed on a's device)."""
     m, k = a.shape
     n = b.shape[1]
     if out.shape != (m, n) or out.dtype != a.dtype or out.device != a.device:
         return False, f"got {tuple(out.shape)} {out.dtype} on {out.device}, expected ({m}, {n}) {a.dtype}"
     try:
-        ref, bound = matmul_reference(a, b)
+        ref, bound = matmul_reference(a, b, tf32)
     except torch.OutOfMemoryError:
         if max(m, n, k) > MATMUL_MAX_CHECKED_DIM:
             return None, "not checked: the float64 reference does not fit in device memory"
-        ref, bound = (t.to(a.device) for t in matmul_reference(a.cpu(), b.cpu()))
+        ref, bound = (t.to(a.device) for t in matmul_reference(a.cpu(), b.cpu(), tf32))
     got = out.double()
     err = (got - ref).abs()
     bad = ~(err <= bound)  # NaN compares False, so NaN counts as bad
@@ -497,16 +638,64 @@ def check_matmul(a: Tensor, b: Tensor, out: Tensor) -> tuple[bool | None, str]:
     )
 
 
-def matmul_reference(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
-    """(ref, bound): float64 a @ b and the elementwise error bound (cuda_kernels.testing, same as the tests)."""
+def matmul_reference(a: Tensor, b: Tensor, tf32: bool = False) -> tuple[Tensor, Tensor]:
+    """(ref, bound): float64 a @ b and the elementwise error bound (cuda_kernels.testing, same as the tests):
+    tf32_matmul_error_bound for a float32 matmul with TF32 allowed, else matmul_error_bound."""
     ref = a.double() @ b.double()
-    return ref, matmul_error_bound(a, b, ref)
+    return ref, (tf32_matmul_error_bound if tf32 else matmul_error_bound)(a, b, ref)
 
 
 def matmul_ladder() -> list[tuple[int, str]]:
     """[(variant, name)] of the CUDA matmul ladder; empty for a CPU-only build."""
     variants = getattr(cuda_kernels._C, "_matmul_variants", None)
     return [(int(v), str(name)) for v, name in variants()] if variants else []
+
+
+def matmul_ladder_on(device: torch.device) -> list[tuple[int, str]]:
+    """The CUDA matmul ladder when timing on a CUDA device; [] on the CPU (its matmul has variant 0 only)."""
+    return matmul_ladder() if device.type == "cuda" else []
+
+
+def matmul_step_dtypes() -> dict[int, set[str]]:
+    """{variant: names of the dtypes that ladder step takes}. A build from before the tensor-core steps cannot say;
+    its steps (the SIMT ladder) all take every dtype."""
+    query = getattr(cuda_kernels._C, "_matmul_variant_dtypes", None)
+    if query is None:
+        return {v: set(DTYPES) for v, _ in matmul_ladder()}
+    return {int(v): {str(d) for d in names} for v, names in query()}
+
+
+def matmul_step_unmet_need(variant: int, dtype_name: str, device: torch.device) -> str:
+    """Why ladder step `variant` cannot run dtype_name on this CUDA device, e.g. "supports float16 and bfloat16, got
+    float32" or "needs compute capability >= 8.0, ..."; "" when it can (csrc/checks.h words it, as the op's error).
+    A build from before the tensor-core steps has no such query and no step with needs: ""."""
+    query = getattr(cuda_kernels._C, "_matmul_variant_unmet_need", None)
+    if query is None:
+        return ""
+    return str(query(variant, dtype_name, -1 if device.index is None else device.index))
+
+
+# The tensor-core steps are the ladder steps that take only these dtypes (the SIMT steps take all four).
+TENSOR_CORE_DTYPES = frozenset({"float16", "bfloat16"})
+
+
+def tensor_core_steps(ladder: list[tuple[int, str]], step_dtypes: dict[int, set[str]]) -> list[tuple[int, str]]:
+    """The steps of the ladder that exist for 16-bit inputs only (mma.sync, wgmma, ...), in ladder order."""
+    return [(v, name) for v, name in ladder if step_dtypes.get(v) and step_dtypes[v] <= TENSOR_CORE_DTYPES]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A matmul step not timed for a dtype, and why (from matmul_step_unmet_need)."""
+
+    variant: int
+    name: str
+    dtype: str
+    why: str
+
+    @property
+    def note(self) -> str:
+        return f"note: matmul step {self.variant} ({self.name}) skipped for {self.dtype}: {self.why}"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -519,6 +708,7 @@ RECORD_FIELDS = [
     "impl",
     "variant",
     "variant_name",
+    "math",
     "median_ms",
     "iqr_ms",
     "n_reps",
@@ -564,6 +754,7 @@ def make_record(
         impl="torch" if impl.impl == "copy" else impl.impl,
         variant=impl.variant,
         variant_name=impl.variant_name,
+        math=case.math,
         correct=correct,
         note=note,
     )
@@ -581,10 +772,11 @@ def make_record(
 def add_metrics(records: list[dict[str, Any]], peaks: Peaks | None) -> None:
     """Fills gbps, tflops, pct_roofline, pct_peak and speedup in place.
 
-    pct_roofline: square -> GB/s over the copy's GB/s (same dtype and n); matmul -> TFLOP/s over torch.mm's;
-    the roofline rows themselves (copy, torch matmul) get 100. speedup (ours rows): torch time / our time.
+    pct_roofline: square -> GB/s over the copy's GB/s (same dtype and n); matmul -> TFLOP/s over torch.mm's (with
+    the same math: a TF32 row against cuBLAS TF32); the roofline rows themselves (copy, torch matmul) get 100.
+    pct_peak: of the datasheet's TF32 peak for math "tf32" rows. speedup (ours rows): torch time / our time.
     """
-    by_key = {(r["op"], r["dtype"], tuple(r["shape"]), r["impl"], r["variant"]): r for r in records}
+    by_key = {record_key(r): r for r in records}
     for r in records:
         if r["median_ms"] is None:
             continue
@@ -595,20 +787,21 @@ def add_metrics(records: list[dict[str, Any]], peaks: Peaks | None) -> None:
         r["tflops"] = n_flops / seconds / 1e12 if n_flops is not None else None
 
         shape = tuple(r["shape"])
+        math_mode = r.get("math")
         if r["op"] == "matmul":
-            roof = by_key.get(("matmul", r["dtype"], shape, "torch", None))
+            roof = by_key.get(("matmul", r["dtype"], shape, "torch", None, math_mode))
             if roof and roof["median_ms"] is not None:
                 r["pct_roofline"] = 100 * roof["median_ms"] / r["median_ms"]  # same FLOPs: TFLOP/s ratio
-            peak = peak_tflops(peaks, DTYPES[r["dtype"]])
+            peak = peak_tflops(peaks, DTYPES[r["dtype"]], math_mode)
             r["pct_peak"] = 100 * r["tflops"] / peak if peak else None
         else:
-            copy = by_key.get(("copy", r["dtype"], shape, "torch", None))
+            copy = by_key.get(("copy", r["dtype"], shape, "torch", None, None))
             if copy and copy["median_ms"] is not None:
                 r["pct_roofline"] = 100 * copy["median_ms"] / r["median_ms"]  # same bytes: GB/s ratio
             r["pct_peak"] = 100 * r["gbps"] / (peaks.hbm_tbps * 1e3) if peaks else None
 
         if r["impl"] == "ours":
-            ref = by_key.get((r["op"], r["dtype"], shape, "torch", None))
+            ref = by_key.get((r["op"], r["dtype"], shape, "torch", None, math_mode))
             if ref and ref["median_ms"] is not None:
                 r["speedup"] = ref["median_ms"] / r["median_ms"]
 
@@ -653,43 +846,74 @@ class RunSettings:
     flush: Tensor | None = None
     cuda_graph: bool = False
     matmul_ours: list[Impl] = field(default_factory=lambda: [Impl("ours")])
+    # Our matmul implementations per case where they differ from matmul_ours (plan_matmul: steps that cannot run a
+    # dtype left out, tensor-core steps added); a case not listed runs matmul_ours.
+    matmul_by_case: dict[Case, list[Impl]] = field(default_factory=dict)
+
+
+@contextmanager
+def matmul_math(case: Case) -> Iterator[None]:
+    """TF32 allowed (torch.backends.cuda.matmul.allow_tf32, read by torch.mm and by our matmul) exactly while a case
+    with math "tf32" runs; every other case runs with it off. The previous setting is restored on exit."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = case.math == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def case_impls(case: Case, settings: RunSettings) -> list[Impl]:
+    """What one case times, in order: the copy (its roofline) and torch for square, torch then ours for matmul."""
+    if case.op == "copy":
+        return [Impl("copy")]
+    if case.op == "square":
+        return [Impl("copy"), Impl("torch"), Impl("ours")]
+    return [Impl("torch"), *settings.matmul_by_case.get(case, settings.matmul_ours)]
 
 
 def run_case(case: Case, settings: RunSettings) -> list[dict[str, Any]]:
     """Checks and times one case: its roofline copy (square), torch, then ours; returns the records."""
     device = settings.device
     inputs = make_inputs(case, device)
-    if case.op == "copy":
-        impls = [Impl("copy")]
-    elif case.op == "square":
-        impls = [Impl("copy"), Impl("torch"), Impl("ours")]
-    else:
-        impls = [Impl("torch"), *settings.matmul_ours]
-
-    records = []
-    for impl in impls:
-        fn = make_fn(case, impl, inputs)
+    impls = case_impls(case, settings)
+    results: list[tuple[bool | None, str, Timing | None]] = []
+    with matmul_math(case):
         # Correctness first. The torch rows are the definition of right and are not checked.
-        correct, note = None, ""
-        if impl.impl != "torch":
-            try:
-                op = "copy" if impl.impl == "copy" else case.op
-                correct, note = check_result(op, inputs, fn())
-            except Exception as err:  # our op raised: a failure like a wrong result
-                correct, note = False, f"raised {type(err).__name__}: {err}"
-        if correct is False:
-            records.append(make_record(case, impl, None, correct, note))
-            continue
+        fns: dict[int, Callable[[], Any]] = {}  # index in impls -> what to time (the checked ones)
+        calls = GRAPH_CALLS if settings.cuda_graph else 1
+        for i, impl in enumerate(impls):
+            fn = make_fn(case, impl, inputs)
+            correct, note = None, ""
+            if impl.impl != "torch":
+                try:
+                    op = "copy" if impl.impl == "copy" else case.op
+                    correct, note = check_result(op, inputs, fn(), case.math)
+                except Exception as err:  # our op raised: a failure like a wrong result
+                    correct, note = False, f"raised {type(err).__name__}: {err}"
+            if correct is not False:
+                try:
+                    fns[i] = capture_cuda_graph(fn, calls).replay if settings.cuda_graph else fn
+                except Exception as err:
+                    if impl.impl == "torch":
+                        raise
+                    correct, note = False, f"raised while captured: {type(err).__name__}: {err}"
+            results.append((correct, note, None))
         try:
-            if settings.cuda_graph:
-                timing = time_fn_cuda_graph(fn, device, settings.timing, settings.flush)
-            else:
-                timing = time_fn(fn, device, settings.timing, settings.flush)
-        except Exception as err:
-            if impl.impl == "torch":
-                raise  # the reference itself failed: a problem of this machine or harness
-            correct, note, timing = False, f"raised while timed: {type(err).__name__}: {err}", None
-        records.append(make_record(case, impl, timing, correct, note))
+            timed = time_rounds(list(fns.values()), device, settings.timing, settings.flush, calls)
+            timings = dict(zip(fns, timed, strict=True))
+        except Exception:
+            timings = {}  # one of them raised while timed: time each alone to see which
+            for i, fn in fns.items():
+                try:
+                    timings[i] = time_rounds([fn], device, settings.timing, settings.flush, calls)[0]
+                except Exception as err:
+                    if impls[i].impl == "torch":
+                        raise  # the reference itself failed: a problem of this machine or harness
+                    results[i] = (False, f"raised while timed: {type(err).__name__}: {err}", None)
+    records = []
+    for i, (impl, (correct, note, _)) in enumerate(zip(impls, results, strict=True)):
+        records.append(make_record(case, impl, timings.get(i) if correct is not False else None, correct, note))
     return records
 
 
@@ -709,22 +933,24 @@ def run_cases(cases: list[Case], settings: RunSettings, progress: bool = True) -
     return records
 
 
-def run_iters(cases: list[Case], device: torch.device, iters: int, ours: list[Impl]) -> None:
+def run_iters(cases: list[Case], settings: RunSettings, iters: int) -> None:
     """Exactly `iters` calls of our op per case and nothing else: no warm-up, reference, check or flush.
 
     For profilers: `ncu -k square_kernel python benchmark.py -i 1` sees exactly one square_kernel launch.
     """
+    device = settings.device
     for case in cases:
         inputs = make_inputs(case, device)
-        impls = [Impl("copy")] if case.op == "copy" else ours
+        impls = [i for i in case_impls(case, settings) if i.impl != "torch"] if case.op != "square" else [Impl("ours")]
         for impl in impls:
             fn = make_fn(case, impl, inputs)
-            with nvtx_ranges(case, device):
+            with nvtx_ranges(case, device), matmul_math(case):
                 for _ in range(iters):
                     fn()
                 if device.type == "cuda":
                     torch.cuda.synchronize()
-            print(f"ran {iters} call(s) of {impl.label} {case.op} {case.dtype_name} {case.shape_str}")
+            dtype = dtype_label(case.dtype_name, case.math)
+            print(f"ran {iters} call(s) of {impl.label} {case.op} {dtype} {case.shape_str}")
 
 
 @contextmanager
@@ -749,6 +975,11 @@ def format_shape(op: str, shape: list[int]) -> str:
     if op != "matmul" and shape[0] > 0 and shape[0] & (shape[0] - 1) == 0:
         return f"2^{shape[0].bit_length() - 1}"
     return "x".join(str(d) for d in shape)
+
+
+def dtype_label(dtype: str, math: str | None) -> str:
+    """'float32', or 'float32+tf32' for a TF32 row (the table, the comparison and the plot's legend)."""
+    return f"{dtype}+{math}" if math else dtype
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -792,7 +1023,7 @@ def format_table(records: list[dict[str, Any]]) -> str:
                 _fmt(r["pct_peak"], ".1f"),
                 _fmt(r["speedup"], ".2f") + ("x" if r["speedup"] is not None else ""),
             ]
-        rows.append([r["op"], r["dtype"], format_shape(r["op"], r["shape"]), impl, *timed])
+        rows.append([r["op"], dtype_label(r["dtype"], r.get("math")), format_shape(r["op"], r["shape"]), impl, *timed])
     widths = [max(len(str(row[i])) for row in [header, *[r for r in rows if r]]) for i in range(len(header))]
     left = {0, 1, 2, 3}  # text columns are left-aligned, numbers right-aligned
 
@@ -825,8 +1056,9 @@ def write_csv(path: str | Path, records: list[dict[str, Any]]) -> None:
 
 
 def record_key(r: dict[str, Any]) -> tuple[Any, ...]:
-    """What identifies a case across runs: (op, dtype, shape, impl, variant)."""
-    return (r["op"], r["dtype"], tuple(r["shape"]), r["impl"], r.get("variant"))
+    """What identifies a case across runs: (op, dtype, shape, impl, variant, math). math is None for every row but
+    the TF32 ones (and absent from JSON written before it existed), so those rows never match a TF32-off row."""
+    return (r["op"], r["dtype"], tuple(r["shape"]), r["impl"], r.get("variant"), r.get("math"))
 
 
 def compare_records(
@@ -861,10 +1093,11 @@ def compare_records(
 def format_comparison(rows: list[dict[str, Any]], threshold: float) -> str:
     lines = [f"Comparison with the old run (threshold {threshold:.0%}; + is slower):"]
     for row in rows:
-        op, dtype, shape, impl, variant = row["key"]
+        op, dtype, shape, impl, variant, math_mode = row["key"]
         label = Impl(impl, variant).label if op != "copy" else "copy"
+        dtype = dtype_label(dtype, math_mode)
         lines.append(
-            f"  {op:<7} {dtype:<9} {format_shape(op, list(shape)):<16} {label:<22} "
+            f"  {op:<7} {dtype:<12} {format_shape(op, list(shape)):<16} {label:<22} "
             f"{row['old_ms']:>10.4g} -> {row['new_ms']:>10.4g} ms  {row['change']:+7.1%}  {row['status']}"
         )
     if not rows:
@@ -919,6 +1152,7 @@ def _series(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         label = "copy" if r["op"] == "copy" else Impl(r["impl"], r["variant"], r["variant_name"]).label
+        label += f" {r['math']}" if r.get("math") else ""
         out.setdefault(label, []).append(r)
     return out
 
@@ -1092,7 +1326,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="run exactly N calls of our op per case and nothing else (for ncu)",
     )
     parser.add_argument("--variant", type=int, default=0, help="matmul: pass variant=V to cuda_kernels.matmul")
-    parser.add_argument("--ladder", action="store_true", help="matmul: time every step of the CUDA kernel ladder")
+    parser.add_argument(
+        "--ladder",
+        action="store_true",
+        help="matmul: time every step of the CUDA kernel ladder that can run the dtype here (the others: a note)",
+    )
+    parser.add_argument(
+        "--tf32",
+        action="store_true",
+        help="float32 matmul with TF32 allowed (torch.backends.cuda.matmul.allow_tf32) for ours and torch.mm; rows "
+        "get math 'tf32' (CUDA only; the default sweep adds a TF32 case at 4096^3 by itself)",
+    )
     parser.add_argument(
         "--cuda-graph",
         action="store_true",
@@ -1181,21 +1425,66 @@ def select_cases(args: argparse.Namespace, device: torch.device) -> list[Case]:
         else:
             sizes = QUICK_SQUARE_SIZES if args.quick else SQUARE_SIZES
             shapes = [(n,) for n in sizes if not on_cpu or n <= CPU_MAX_SQUARE_SIZE]
-        cases += [Case(op, dtype, tuple(shape)) for dtype in dtypes for shape in shapes]
+        # --tf32 turns every float32 matmul case into a TF32 one; the default sweep adds TF32 cases beside the others.
+        tf32_all = op == "matmul" and args.tf32 and not on_cpu
+        tf32_extra = op == "matmul" and not (args.tf32 or args.size or iters_mode or on_cpu)
+        for dtype in dtypes:
+            fp32 = dtype == torch.float32
+            cases += [Case(op, dtype, tuple(shape), "tf32" if tf32_all and fp32 else None) for shape in shapes]
+            if tf32_extra and fp32:
+                cases += [Case(op, dtype, shape, "tf32") for shape in TF32_SWEEP_SHAPES if shape in shapes]
     if args.size and not cases:
         raise ValueError(f"--size {args.size!r} fits none of the selected ops")
     return cases
 
 
 def select_ours(args: argparse.Namespace, device: torch.device) -> list[Impl]:
-    """Our matmul implementations to time: one (variant --variant), or every CUDA ladder step with --ladder."""
+    """Our matmul implementations to time: one (variant --variant), or every CUDA ladder step with --ladder
+    (plan_matmul then leaves out, per dtype, the steps that cannot run it here)."""
     if not args.ladder:
         return [Impl("ours", args.variant)]
-    ladder = matmul_ladder() if device.type == "cuda" else []
+    ladder = matmul_ladder_on(device)
     if not ladder:
         print("note: --ladder: no CUDA matmul ladder on this device/build; timing variant 0 only", file=sys.stderr)
         return [Impl("ours", 0)]
     return [Impl("ours", v, name) for v, name in ladder]
+
+
+def plan_matmul(
+    cases: list[Case], ours: list[Impl], device: torch.device, tensor_core_shapes: list[tuple[int, ...]]
+) -> tuple[dict[Case, list[Impl]], list[Skipped]]:
+    """Our matmul implementations per matmul case, and the ladder steps left out (once per step and dtype).
+
+    Each case gets `ours` (--variant's step or, with --ladder, every step), and, when its shape is in
+    tensor_core_shapes and its dtype is float16/bfloat16, every tensor-core step as well (each variant once). A CUDA
+    ladder step that cannot run the case's dtype on this device (wrong dtype, too old a GPU, not in this binary:
+    matmul_step_unmet_need) is left out and reported, not run into an error. Variant 0 always runs; a variant
+    the ladder does not know is kept, and fails like any op that raises.
+    """
+    ladder = matmul_ladder_on(device)
+    names = dict(ladder)
+    extra = [Impl("ours", v, name) for v, name in tensor_core_steps(ladder, matmul_step_dtypes())] if ladder else []
+    by_case: dict[Case, list[Impl]] = {}
+    skipped: dict[tuple[int, str], Skipped] = {}
+    for case in cases:
+        if case.op != "matmul":
+            continue
+        wanted = list(ours)
+        if case.shape in tensor_core_shapes and case.dtype_name in TENSOR_CORE_DTYPES:
+            wanted += extra
+        impls: list[Impl] = []
+        for impl in wanted:
+            if any(i.variant == impl.variant for i in impls):
+                continue
+            if impl.variant in names:
+                why = matmul_step_unmet_need(impl.variant, case.dtype_name, device)
+                if why:
+                    key = (impl.variant, case.dtype_name)
+                    skipped.setdefault(key, Skipped(impl.variant, names[impl.variant], case.dtype_name, why))
+                    continue
+            impls.append(impl)
+        by_case[case] = impls
+    return by_case, list(skipped.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1212,10 +1501,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"benchmark.py: error: {err}", file=sys.stderr)
         return 2
+    if args.tf32 and device.type != "cuda":
+        print("note: --tf32 applies to CUDA only; the CPU matmul rows are float32 as usual", file=sys.stderr)
     ours = select_ours(args, device)  # our matmul: one variant or the ladder; square has no variants
+    default_sweep = not (args.size or args.iters is not None)
+    matmul_by_case, skipped = plan_matmul(cases, ours, device, TENSOR_CORE_SWEEP_SHAPES if default_sweep else [])
+    for skip in skipped:
+        print(skip.note, file=sys.stderr)
     if args.iters is not None:
-        for case in cases:
-            run_iters([case], device, args.iters, ours if case.op == "matmul" else [Impl("ours")])
+        iters_settings = RunSettings(device, CUDA_TIMING, matmul_ours=ours, matmul_by_case=matmul_by_case)
+        run_iters(cases, iters_settings, args.iters)
         return 0
 
     if args.cuda_graph and device.type != "cuda":
@@ -1230,26 +1525,25 @@ def main(argv: list[str] | None = None) -> int:
         method = "cuda-graph" if args.cuda_graph else "cuda-events"
     settings_json = {
         "argv": sys.argv[1:] if argv is None else list(argv),
-        "timing": asdict(timing),
+        "timing": describe_timing(timing),
         "method": method,
         "graph_calls": GRAPH_CALLS if args.cuda_graph else None,
         "l2_flush": device.type == "cuda",
-        "tf32": False,
+        # Rows with math "tf32" ran with torch.backends.cuda.matmul.allow_tf32 = True (ours and torch.mm); every
+        # other row with it False, so the float32 cuBLAS roofline is true FP32 like our SIMT kernels.
+        "tf32": any(c.math == "tf32" for c in cases),
+        "matmul_skipped": [asdict(skip) for skip in skipped],
     }
 
-    allow_tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False  # the cuBLAS roofline is true FP32, like our kernels
-    try:
-        settings = RunSettings(
-            device=device,
-            timing=timing,
-            flush=make_flush_buffer(device),
-            cuda_graph=args.cuda_graph and device.type == "cuda",
-            matmul_ours=ours,
-        )
-        records = run_cases(cases, settings, progress=not args.no_progress)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    settings = RunSettings(
+        device=device,
+        timing=timing,
+        flush=make_flush_buffer(device),
+        cuda_graph=args.cuda_graph and device.type == "cuda",
+        matmul_ours=ours,
+        matmul_by_case=matmul_by_case,
+    )
+    records = run_cases(cases, settings, progress=not args.no_progress)  # matmul_math sets TF32 per case
 
     env = collect_env(device, settings_json)
     peaks = lookup_peaks(env["gpu"])
@@ -1271,7 +1565,9 @@ def main(argv: list[str] | None = None) -> int:
     if wrong:
         print(f"\n{len(wrong)} case(s) gave a WRONG RESULT; no speed is reported for them:")
         for r in wrong:
-            print(f"  {r['op']} {r['dtype']} {format_shape(r['op'], r['shape'])} {r['impl']}: {r['note']}")
+            label = Impl(r["impl"], r["variant"], r["variant_name"]).label
+            dtype = dtype_label(r["dtype"], r.get("math"))
+            print(f"  {r['op']} {dtype} {format_shape(r['op'], r['shape'])} {label}: {r['note']}")
         code = 1
     unchecked = [r for r in records if r["correct"] is None and r["impl"] == "ours"]
     for r in unchecked:

@@ -43,3 +43,29 @@ def matmul_error_bound(a: Tensor, b: Tensor, ref: Tensor) -> Tensor:
     tiny_out = torch.finfo(a.dtype).smallest_normal * torch.finfo(a.dtype).eps / 2
     abs_prod = (a.double().abs() @ b.double().abs()).to(ref.device)
     return u_out * ref.abs() + tiny_out + (1 + u_out) * accumulation_factor(a.shape[1]) * u_acc * abs_prod
+
+
+TF32_UNIT_ROUNDOFF = 2.0**-11  # TF32 keeps 10 explicit mantissa bits: round to nearest is off by at most 2^-11
+
+
+def tf32_matmul_error_bound(a: Tensor, b: Tensor, ref: Tensor) -> Tensor:
+    """Elementwise bound on |matmul(a, b) - ref| for float32 a, b when TF32 is allowed, ref = a.double() @ b.double().
+
+    TF32 math rounds each input to TF32 (a' = a (1 + d), |d| <= u_in = TF32_UNIT_ROUNDOFF), multiplies exactly (two
+    11-bit significands make 22 bits, which float32 holds) and accumulates in float32. So with S = |a| @ |b|:
+    |sum a'b' - ref| <= (2 u_in + u_in^2) S from the inputs, and the float32 sum of the products adds the float32
+    accumulation term of matmul_error_bound on |a'| @ |b'| <= (1 + u_in)^2 S. The input term does not shrink with K
+    (it is a relative error of each product), so the bound is about 1e-3 S: some 4000 times matmul_error_bound's
+    for float32 at K = 4096. A float32 kernel that does not use TF32 meets it too; it is not a test of TF32 use.
+    It assumes rounding to nearest (cvt.rna.tf32.f32, as cuBLAS); a kernel that truncates (hands float32 bits to
+    mma's .tf32 operands) errs by up to 2 u_in per input and could exceed it on adversarial data.
+    """
+    if a.dtype != torch.float32:
+        raise ValueError(f"tf32_matmul_error_bound: TF32 applies to float32 inputs, got {a.dtype}")
+    u_in = TF32_UNIT_ROUNDOFF
+    u_out = UNIT_ROUNDOFF[torch.float32]
+    u_acc = UNIT_ROUNDOFF[ACCUMULATOR[torch.float32]]
+    tiny_out = torch.finfo(torch.float32).smallest_normal * torch.finfo(torch.float32).eps / 2
+    abs_prod = (a.double().abs() @ b.double().abs()).to(ref.device)
+    per_s = (2 * u_in + u_in**2) + (1 + u_in) ** 2 * accumulation_factor(a.shape[1]) * u_acc
+    return u_out * ref.abs() + tiny_out + (1 + u_out) * per_s * abs_prod

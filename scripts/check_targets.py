@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Checks a benchmark.py JSON against the performance targets of the kernels (issue 4), one line per target.
+"""Checks a benchmark.py JSON against the performance targets of the kernels (issues 4, 11, 12), one line per target.
 
     python scripts/check_targets.py docs/results/h100.json      # exit status 0: every target met
 
@@ -17,6 +17,15 @@ Targets:
                     little below 1; on average ours must not be slower.
   matmul vs torch   float32, default variant (0), TF32 off: >= 0.90x at 4096^3 and 8192^3, >= 0.80x at 2048^3,
                     4000^3 and 8192x1024x4096 (M x N x K).
+  tensor cores      (issue 12, H100) bfloat16 and float16, default variant (0) vs torch.mm: >= 1.00x at 4096^3 and
+                    8192^3, >= 0.90x at 2048^3, 4000^3 and 8192x1024x4096, >= 0.75x at 1024^3.
+                    The best mma.sync step (the rows whose variant_name contains "mma_sync" or "mma_pipeline"; the
+                    line names it) at bfloat16 4096^3: >= 0.55x torch.mm.
+                    TF32: float32 with TF32 allowed on both sides (rows with math "tf32"), default variant, 4096^3:
+                    >= 0.90x cuBLAS TF32.
+
+Rows are matched by (op, dtype, shape, impl, variant, math): a TF32 row (math "tf32") never stands in for a TF32-off
+one (math absent or null), nor the reverse.
 
 Beside each ratio the spread of both sides is printed as relative IQRs (interquartile range / median, ours then the
 reference), for the reader to judge how close a ratio is to noise; it does not change the verdict.
@@ -38,6 +47,12 @@ SQUARE_TORCH_MIN_RATIO = 0.98  # every size
 SQUARE_TORCH_MIN_GEOMEAN = 1.00  # geometric mean over SQUARE_TORCH_LOG2
 MATMUL_MIN_RATIO = {(4096, 4096, 4096): 0.90, (8192, 8192, 8192): 0.90, (2048, 2048, 2048): 0.80,
                     (4000, 4000, 4000): 0.80, (8192, 1024, 4096): 0.80}  # fmt: skip
+TENSOR_CORE_DTYPES = ("bfloat16", "float16")
+TENSOR_CORE_MIN_RATIO = {(4096, 4096, 4096): 1.00, (8192, 8192, 8192): 1.00, (2048, 2048, 2048): 0.90,
+                         (4000, 4000, 4000): 0.90, (8192, 1024, 4096): 0.90, (1024, 1024, 1024): 0.75}  # fmt: skip
+MMA_SYNC_NAMES = ("mma_sync", "mma_pipeline")  # variant_name substrings of the sm_80 (mma.sync) steps
+MMA_SYNC_DTYPE, MMA_SYNC_SHAPE, MMA_SYNC_MIN_RATIO = "bfloat16", (4096, 4096, 4096), 0.55
+TF32_SHAPE, TF32_MIN_RATIO = (4096, 4096, 4096), 0.90
 
 Record = dict[str, Any]
 
@@ -60,19 +75,23 @@ def spread(ours: Record, ref: Record, ref_name: str) -> str:
 
 def check(records: list[Record]) -> list[tuple[bool, str]]:
     """(met, description) per target, in the module docstring's order (per dtype: its sizes, then its geomean)."""
-    by = {(r["op"], r["dtype"], tuple(r["shape"]), r["impl"], r.get("variant")): r for r in records}
+    by = {(r["op"], r["dtype"], tuple(r["shape"]), r["impl"], r.get("variant"), r.get("math")): r for r in records}
     results: list[tuple[bool, str]] = []
 
-    def row(op: str, dtype: str, shape: tuple[int, ...], impl: str, variant: int | None = None) -> Record | None:
-        r = by.get((op, dtype, shape, impl, variant))
+    def usable(r: Record | None) -> Record | None:
         return r if r and r.get("median_ms") and r.get("correct") is not False else None
+
+    def row(
+        op: str, dtype: str, shape: tuple[int, ...], impl: str, variant: int | None = None, math_mode: str | None = None
+    ) -> Record | None:
+        return usable(by.get((op, dtype, shape, impl, variant, math_mode)))
 
     def missing(name: str, **rows: Record | None) -> tuple[bool, str]:
         absent = ", ".join(impl for impl, r in rows.items() if r is None)
         return False, f"{name}: missing ({absent}: no row, no median or a wrong result)"
 
     for dtype in SQUARE_COPY_DTYPES:
-        sizes = sorted(s[0] for (op, dt, s, impl, _) in by if op == "square" and dt == dtype and impl == "ours")
+        sizes = sorted(s[0] for (op, dt, s, impl, _, _) in by if op == "square" and dt == dtype and impl == "ours")
         for n in [s for s in sizes if s >= 2**SQUARE_COPY_MIN_LOG2] or [2**SQUARE_COPY_MIN_LOG2]:
             ours, copy = row("square", dtype, (n,), "ours"), row("copy", dtype, (n,), "torch")
             name = f"square {dtype} 2^{n.bit_length() - 1} vs copy"
@@ -105,16 +124,48 @@ def check(records: list[Record]) -> list[tuple[bool, str]]:
         text = f"{name}: {geomean:.3f}x (target >= {SQUARE_TORCH_MIN_GEOMEAN:.2f}; min {min(ratios):.3f}x)"
         results.append((geomean >= SQUARE_TORCH_MIN_GEOMEAN, text))
 
-    for shape, target in MATMUL_MIN_RATIO.items():
-        ours, ref = row("matmul", "float32", shape, "ours", 0), row("matmul", "float32", shape, "torch")
-        name = f"matmul float32 {'x'.join(map(str, shape))} vs torch"
+    def matmul_vs_torch(dtype: str, shape: tuple[int, ...], target: float, math_mode: str | None = None) -> None:
+        ours = row("matmul", dtype, shape, "ours", 0, math_mode)
+        ref = row("matmul", dtype, shape, "torch", None, math_mode)
+        label = f"{dtype}+{math_mode}" if math_mode else dtype
+        name = f"matmul {label} {'x'.join(map(str, shape))} vs torch"
         if not (ours and ref):
             results.append(missing(name, ours=ours, torch=ref))
-            continue
+            return
         ratio = ref["median_ms"] / ours["median_ms"]
         results.append(
             (ratio >= target, f"{name}: {ratio:.3f}x (target >= {target:.2f}; {spread(ours, ref, 'torch')})")
         )
+
+    for shape, target in MATMUL_MIN_RATIO.items():
+        matmul_vs_torch("float32", shape, target)
+    for dtype in TENSOR_CORE_DTYPES:
+        for shape, target in TENSOR_CORE_MIN_RATIO.items():
+            matmul_vs_torch(dtype, shape, target)
+
+    # The best mma.sync step: the fastest of the correct, timed rows of the steps MMA_SYNC_NAMES names.
+    name = f"matmul {MMA_SYNC_DTYPE} {'x'.join(map(str, MMA_SYNC_SHAPE))} best mma.sync step vs torch"
+    ref = row("matmul", MMA_SYNC_DTYPE, MMA_SYNC_SHAPE, "torch")
+    case = ("matmul", MMA_SYNC_DTYPE, MMA_SYNC_SHAPE, "ours", None)  # (op, dtype, shape, impl, math)
+    steps = [
+        r
+        for r in records
+        if (r["op"], r["dtype"], tuple(r["shape"]), r["impl"], r.get("math")) == case
+        and any(part in str(r.get("variant_name") or "") for part in MMA_SYNC_NAMES)
+        and usable(r)
+    ]
+    best = min(steps, key=lambda r: r["median_ms"]) if steps else None
+    if not (best and ref):
+        results.append(missing(name, **{"mma.sync steps": best, "torch": ref}))
+    else:
+        ratio = ref["median_ms"] / best["median_ms"]
+        text = (
+            f"{name}: {ratio:.3f}x (v{best['variant']} {best['variant_name']}; target >= {MMA_SYNC_MIN_RATIO:.2f}; "
+            f"{spread(best, ref, 'torch')})"
+        )
+        results.append((ratio >= MMA_SYNC_MIN_RATIO, text))
+
+    matmul_vs_torch("float32", TF32_SHAPE, TF32_MIN_RATIO, "tf32")
     return results
 
 

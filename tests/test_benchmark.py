@@ -56,6 +56,93 @@ def test_time_fn_on_cpu_counts_and_scales():
     assert all(s < 1.0 for s in per_call.samples_ms)
 
 
+def test_median_ci_on_known_data():
+    data = [float(x) for x in range(100)]  # ranks j = floor(50 - 9.8) = 40, k = ceil(50 + 9.8) + 1 = 61 (1-based)
+    assert benchmark.median_ci(data) == (39.0, 60.0)
+    assert benchmark.median_ci(list(reversed(data))) == (39.0, 60.0)  # order of the samples does not matter
+    assert benchmark.median_ci_rel(data) == pytest.approx((60 - 39) / 2 / 49.5)
+    assert benchmark.median_ci([5.0, 1.0, 3.0]) == (1.0, 5.0)  # few samples: the whole range, never narrower
+    assert benchmark.median_ci_rel([2.0] * 10) == 0.0
+    with pytest.raises(ValueError):
+        benchmark.median_ci([])
+
+
+def test_median_ci_covers_the_true_median_95_percent_of_the_time():
+    """On skewed data (exponential, true median ln 2) the interval must hold the median in about 95% of trials:
+    too narrow (z too small, an off-by-one in the ranks) covers less, too wide more."""
+    gen = torch.Generator().manual_seed(0)
+    trials, n = 2000, 101
+    draws = torch.empty(trials, n).exponential_(generator=gen).tolist()
+    covered = 0
+    for samples in draws:
+        lo, hi = benchmark.median_ci(samples)
+        covered += lo <= math.log(2) <= hi
+    assert 0.935 <= covered / trials <= 0.975, covered / trials
+
+
+def noisy_samples(n: int, spread: float, seed: int = 0) -> list[float]:
+    """n timings around 4 us whose IQR is about `spread` of the median (a normal sample; IQR = 1.35 sigma)."""
+    gen = torch.Generator().manual_seed(seed)
+    return (4e-3 * (1 + spread / 1.35 * torch.randn(n, generator=gen, dtype=torch.float64))).tolist()
+
+
+def test_stop_rule_takes_more_samples_for_noisy_cases():
+    config = benchmark.TimingConfig(min_reps=25, max_reps=5000, max_time_s=1.0, ci_rel_tol=0.005)
+    steady, noisy = noisy_samples(25, 0.002), noisy_samples(45, 0.12)
+    assert benchmark.stop_reason(steady, 0.01, config) == "converged"
+    # 12% spread: 45 samples know the median to ~+-3%. The old rule (a stable median) stops there; the CI rule
+    # wants more.
+    assert benchmark.stop_reason(noisy, 0.01, benchmark.TimingConfig(ci_rel_tol=None)) == "converged"
+    assert benchmark.median_ci_rel(noisy) > 0.02
+    assert benchmark.stop_reason(noisy, 0.01, config) is None
+    # With enough samples (~1.8 IQR / sqrt(n) <= 0.5%: a few thousand) it converges ...
+    many = noisy_samples(3000, 0.12)
+    assert benchmark.median_ci_rel(many) <= 0.005
+    assert benchmark.stop_reason(many, 0.5, config) == "converged"
+    # ... and the time cap and max_reps bound what a noisy case costs.
+    assert benchmark.stop_reason(noisy, 1.0, config) == "time cap"
+    assert benchmark.stop_reason(noisy_samples(5000, 0.5), 0.1, config) == "max_reps"
+    assert benchmark.stop_reason(noisy[:2], 5.0, config) is None  # MIN_SAMPLES first, even past the time cap
+
+
+def test_time_fn_samples_a_noisy_case_until_its_median_is_known(monkeypatch):
+    """time_fn with the timer replaced by a noisy source (12% spread): the CI rule keeps sampling until the median
+    is known to 0.5%; without it, the old rule stops after a few dozen samples."""
+    source = iter(noisy_samples(20000, 0.12, seed=1))
+    monkeypatch.setattr(benchmark, "_time_cpu_batch", lambda fn, reps: [next(source) for _ in range(reps)])
+    config = benchmark.TimingConfig(warmup_ms=0.0, min_reps=25, max_reps=10000, max_time_s=60.0, ci_rel_tol=0.005)
+    timing = benchmark.time_fn(lambda: None, "cpu", config)
+    assert benchmark.median_ci_rel(timing.samples_ms) <= 0.005
+    assert 1000 <= timing.n_reps < 10000, timing.n_reps
+    old_rule = benchmark.time_fn(lambda: None, "cpu", benchmark.TimingConfig(**{**config.__dict__, "ci_rel_tol": None}))
+    assert old_rule.n_reps < 200, old_rule.n_reps
+
+
+def test_rounds_interleave_the_implementations_and_pool_their_samples(monkeypatch):
+    calls = []
+
+    def fake_time_fn(fn, device, config, flush=None, calls_per_sample=1):
+        calls.append((fn(), config.warmup_ms, config.ci_rel_tol, config.max_time_s))
+        return benchmark.Timing([float(fn())] * 3, host_bound_batches=1)
+
+    monkeypatch.setattr(benchmark, "time_fn", fake_time_fn)
+    config = benchmark.TimingConfig(rounds=4)
+    a, b, c = benchmark.time_rounds([lambda: 0, lambda: 1, lambda: 2], "cuda", config)
+    assert [x[0] for x in calls] == [0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0]  # forward, backward, ...
+    assert [x[1] for x in calls] == [25.0] * 3 + [0.0] * 9  # only the first round warms up by time
+    assert {(x[2], x[3]) for x in calls} == {(0.01, 0.25)}  # CI target * sqrt(4), time cap / 4
+    assert a.samples_ms == [0.0] * 12 and c.samples_ms == [2.0] * 12 and b.host_bound_batches == 4
+    calls.clear()
+    assert benchmark.time_rounds([lambda: 0], "cpu", benchmark.CPU_TIMING)[0].n_reps == 3 and len(calls) == 1
+
+
+def test_timing_settings_say_what_was_done():
+    described = benchmark.describe_timing(benchmark.CUDA_TIMING)
+    assert described["ci_rel_tol"] == 0.005 and described["max_time_s"] == 1.0 and described["ci_z"] == 1.96
+    assert "confidence interval of the median" in described["rule"] and "0.50%" in described["rule"]
+    assert "confidence" not in benchmark.describe_timing(benchmark.CPU_TIMING)["rule"]
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_batch_redone_when_the_host_falls_behind():
@@ -176,6 +263,33 @@ def test_wrong_result_test_fails_with_a_blind_checker(monkeypatch, blind):
         monkeypatch.setattr(benchmark, "matmul_error_bound", lambda a, b, ref: torch.full_like(ref, float("inf")))
     with pytest.raises(AssertionError):
         assert_checks_catch_wrong_results()
+
+
+def tf32_round(x: torch.Tensor) -> torch.Tensor:
+    """float32 -> the nearest TF32 value (10 explicit mantissa bits, ties to even), still as float32."""
+    bits = x.view(torch.int32)
+    rounded = (bits + 0x0FFF + ((bits >> 13) & 1)) & ~0x1FFF
+    return rounded.view(torch.float32)
+
+
+def test_tf32_check_accepts_tf32_results_only_with_the_tf32_bound():
+    """A result computed from TF32-rounded inputs (what cuBLAS TF32 does) is out of the float32 bound but within the
+    TF32 one; an error of 1e-2 S is out of both; and math "tf32" is what selects the TF32 bound."""
+    gen = torch.Generator().manual_seed(0)
+    m, k, n = 64, 512, 48
+    a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
+    assert tf32_round(torch.tensor([1 + 2.0**-12, 1 + 3 * 2.0**-12])).tolist() == [1.0, 1 + 2.0**-10]  # ties to even
+    tf32_like = (tf32_round(a).double() @ tf32_round(b).double()).float()
+    assert benchmark.check_result("matmul", [a, b], tf32_like)[0] is False  # the float32 bound is not loosened
+    assert benchmark.check_result("matmul", [a, b], tf32_like, "tf32") == (True, "")
+    assert benchmark.check_result("matmul", [a, b], a @ b, "tf32") == (True, "")
+    s = float((a.abs() @ b.abs())[5, 6])
+    off = tf32_like.clone()
+    off[5, 6] += 1e-2 * s  # ten times the TF32 bound (about 1e-3 S)
+    ok, note = benchmark.check_result("matmul", [a, b], off, "tf32")
+    assert ok is False and "(5, 6)" in note, note
+    with pytest.raises(ValueError, match="float32"):
+        testing.tf32_matmul_error_bound(a.double(), b.double(), a.double() @ b.double())
 
 
 def test_nvtx_paths_name_the_case():
@@ -404,6 +518,203 @@ def test_no_cpu_only_notice_where_it_does_not_apply(monkeypatch):
         monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
         monkeypatch.setattr(cuda_kernels, "build_info", lambda cuda=cuda: {**real_build_info(), "cuda": cuda})
         assert benchmark.cpu_only_build_notice() == "", (gpu, cuda)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# matmul ladder steps per dtype and device, the default sweep's tensor-core rows, TF32 (a fake ladder on the CPU)
+
+ALL_DTYPES = {"float32", "float64", "float16", "bfloat16"}
+FAKE_LADDER = [(v, name) for v, name in enumerate(["01_tiled", "02_blocktile_2d", "03_vectorized", "04_double_buffer",
+               "05_warptile", "06_async_pipeline", "07_mma_sync", "08_mma_pipeline", "09_wgmma_tma"], start=1)]  # fmt: skip
+FAKE_DTYPES = {v: (ALL_DTYPES if v <= 6 else {"float16", "bfloat16"}) for v, _ in FAKE_LADDER}
+NEEDS_HOPPER = "needs an sm_90a build on a compute-9.0 GPU (this binary was built for sm_80)"
+
+
+def fake_unmet_need(variant: int, dtype_name: str, device: torch.device) -> str:
+    """As csrc/checks.h words it, for a binary built for sm_80 on an sm_80 GPU: step 9 never runs here."""
+    if dtype_name not in FAKE_DTYPES[variant]:
+        return f"supports float16 and bfloat16, got {dtype_name}"
+    return NEEDS_HOPPER if variant == 9 else ""
+
+
+@pytest.fixture
+def fake_ladder(monkeypatch):
+    """The ladder of an sm_80 build with tensor-core steps, on whatever device the test names; the op raises for a
+    step that cannot run, as the real one does."""
+    monkeypatch.setattr(benchmark, "matmul_ladder_on", lambda device: FAKE_LADDER)
+    monkeypatch.setattr(benchmark, "matmul_step_dtypes", lambda: FAKE_DTYPES)
+    monkeypatch.setattr(benchmark, "matmul_step_unmet_need", fake_unmet_need)
+
+    def matmul(a, b, variant=0):
+        why = fake_unmet_need(variant, str(a.dtype).removeprefix("torch."), a.device) if variant else ""
+        if why:
+            raise RuntimeError(f"cuda_kernels.matmul: variant {variant} ({dict(FAKE_LADDER)[variant]}) {why}")
+        return torch.mm(a, b)
+
+    monkeypatch.setattr(cuda_kernels, "matmul", matmul)
+
+
+def planned(by_case: dict, dtype: torch.dtype, shape: tuple, math_mode: str | None = None) -> list[int]:
+    return [impl.variant for impl in by_case[benchmark.Case("matmul", dtype, shape, math_mode)]]
+
+
+def test_tensor_core_steps_are_the_16_bit_only_steps():
+    assert benchmark.tensor_core_steps(FAKE_LADDER, FAKE_DTYPES) == FAKE_LADDER[6:]
+    assert benchmark.tensor_core_steps(FAKE_LADDER[:6], FAKE_DTYPES) == []  # the SIMT ladder has none
+    assert benchmark.tensor_core_steps(FAKE_LADDER, {}) == []  # a build that cannot say
+
+
+def test_default_cuda_sweep_adds_the_tensor_core_steps_that_run_here(fake_ladder):
+    cuda = torch.device("cuda")
+    cases = benchmark.select_cases(benchmark.build_parser().parse_args([]), cuda)
+    by_case, skipped = benchmark.plan_matmul(
+        cases, [benchmark.Impl("ours", 0)], cuda, benchmark.TENSOR_CORE_SWEEP_SHAPES
+    )
+    for dtype in (torch.bfloat16, torch.float16):
+        for n in (4096, 8192):
+            assert planned(by_case, dtype, (n,) * 3) == [0, 7, 8]  # step 9 cannot run on this (fake) GPU
+        assert planned(by_case, dtype, (2048,) * 3) == [0]
+    assert planned(by_case, torch.float32, (4096,) * 3) == [0]
+    assert planned(by_case, torch.float32, (4096,) * 3, "tf32") == [0]
+    assert planned(by_case, torch.float64, (8192,) * 3) == [0]
+    # One note per step and dtype, not per case.
+    assert sorted((s.variant, s.dtype) for s in skipped) == [(9, "bfloat16"), (9, "float16")]
+    assert skipped[0].note == f"note: matmul step 9 (09_wgmma_tma) skipped for {skipped[0].dtype}: {NEEDS_HOPPER}"
+    # Steps 7 and 8 carry their names (the ladder table and check_targets read variant_name).
+    impls = by_case[benchmark.Case("matmul", torch.bfloat16, (4096,) * 3)]
+    assert [i.variant_name for i in impls] == [None, "07_mma_sync", "08_mma_pipeline"]
+    # Not in a sweep with --size (no extra shapes), nor on the CPU (no ladder there).
+    by_case, _ = benchmark.plan_matmul(cases, [benchmark.Impl("ours", 0)], cuda, [])
+    assert planned(by_case, torch.bfloat16, (4096,) * 3) == [0]
+
+
+def test_ladder_skips_per_dtype_what_cannot_run(fake_ladder):
+    cuda = torch.device("cuda")
+    args = benchmark.build_parser().parse_args(["--op", "matmul", "--ladder", "--size", "4096"])
+    cases = benchmark.select_cases(args, cuda)
+    ours = benchmark.select_ours(args, cuda)
+    assert [i.variant for i in ours] == list(range(1, 10))
+    by_case, skipped = benchmark.plan_matmul(cases, ours, cuda, [])
+    assert planned(by_case, torch.float32, (4096,) * 3) == [1, 2, 3, 4, 5, 6]
+    assert planned(by_case, torch.float64, (4096,) * 3) == [1, 2, 3, 4, 5, 6]
+    assert planned(by_case, torch.bfloat16, (4096,) * 3) == [1, 2, 3, 4, 5, 6, 7, 8]
+    expected = [(v, d) for d in ("float32", "float64") for v in (7, 8, 9)] + [(9, "float16"), (9, "bfloat16")]
+    assert sorted((s.variant, s.dtype) for s in skipped) == sorted(expected)
+    # A forced step: the same rule (variant 0 and a variant the ladder does not know are never left out).
+    for variant, kept in [(7, [7]), (0, [0]), (42, [42])]:
+        by_case, _ = benchmark.plan_matmul(cases, [benchmark.Impl("ours", variant)], cuda, [])
+        assert planned(by_case, torch.bfloat16, (4096,) * 3) == kept
+    by_case, _ = benchmark.plan_matmul(cases, [benchmark.Impl("ours", 7)], cuda, [])
+    assert planned(by_case, torch.float32, (4096,) * 3) == []
+
+
+def run_fake_ladder(tmp_path: Path) -> tuple[int, dict]:
+    out = tmp_path / "ladder.json"
+    code = benchmark.main(
+        ["--op", "matmul", "--ladder", "--size", "40x24x32", "--dtype", "float32,bfloat16", "--quick", "--json",
+         str(out), *CPU]
+    )  # fmt: skip
+    return code, json.loads(out.read_text()) if out.exists() else {}
+
+
+def test_ladder_run_skips_with_a_note_and_exits_0(fake_ladder, tmp_path, capsys):
+    code, data = run_fake_ladder(tmp_path)
+    assert code == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: matmul step")]
+    assert notes == [
+        "note: matmul step 7 (07_mma_sync) skipped for float32: supports float16 and bfloat16, got float32",
+        "note: matmul step 8 (08_mma_pipeline) skipped for float32: supports float16 and bfloat16, got float32",
+        "note: matmul step 9 (09_wgmma_tma) skipped for float32: supports float16 and bfloat16, got float32",
+        f"note: matmul step 9 (09_wgmma_tma) skipped for bfloat16: {NEEDS_HOPPER}",
+    ]
+    rows = [(r["dtype"], r["variant"]) for r in data["records"] if r["impl"] == "ours"]
+    assert rows == [("float32", v) for v in range(1, 7)] + [("bfloat16", v) for v in range(1, 9)]
+    assert all(r["correct"] is True for r in data["records"] if r["impl"] == "ours")
+    skipped = data["env"]["settings"]["matmul_skipped"]
+    assert [(s["variant"], s["dtype"]) for s in skipped] == [
+        (7, "float32"),
+        (8, "float32"),
+        (9, "float32"),
+        (9, "bfloat16"),
+    ]
+
+
+def test_ladder_run_without_the_skip_rule_fails(fake_ladder, monkeypatch, tmp_path):
+    """The test above can fail: if nothing is left out, the steps that cannot run raise and the run exits 1."""
+    monkeypatch.setattr(benchmark, "matmul_step_unmet_need", lambda variant, dtype_name, device: "")
+    assert run_fake_ladder(tmp_path)[0] == 1
+
+
+def test_tf32_cases_in_the_sweep():
+    def cases(*argv: str, device: str = "cuda") -> list:
+        args = benchmark.build_parser().parse_args(list(argv))
+        return [
+            (c.dtype, c.shape, c.math) for c in benchmark.select_cases(args, torch.device(device)) if c.op == "matmul"
+        ]
+
+    full = cases()
+    tf32 = [c for c in full if c[2] == "tf32"]
+    assert tf32 == [(torch.float32, (4096,) * 3, "tf32")]  # one extra case beside the TF32-off ones
+    assert len(full) == 4 * len(benchmark.MATMUL_SHAPES) + 1
+    assert [c for c in cases("--quick") if c[2]] == tf32
+    assert not [c for c in cases(device="cpu") if c[2]]  # TF32 is a CUDA setting
+    assert not [c for c in cases("--size", "4096") if c[2]]  # --size: exactly the cases asked for
+    # --tf32: every float32 matmul case with TF32 allowed, no TF32-off float32 case.
+    forced = cases("--tf32", "--dtype", "float32,bfloat16")
+    assert {c[2] for c in forced if c[0] == torch.float32} == {"tf32"}
+    assert {c[2] for c in forced if c[0] == torch.bfloat16} == {None}
+    assert len(forced) == 2 * len(benchmark.MATMUL_SHAPES)
+    assert benchmark.Case("matmul", torch.float32, (8, 8, 8), "tf32").nvtx_path == ["matmul", "float32+tf32", "8x8x8"]
+
+
+def test_tf32_case_allows_tf32_for_both_sides_and_restores_it(monkeypatch):
+    seen = []
+
+    def ours(a, b, variant=0):
+        seen.append(("ours", torch.backends.cuda.matmul.allow_tf32))
+        return a @ b
+
+    real_mm = torch.mm
+
+    def reference(a, b):
+        seen.append(("torch", torch.backends.cuda.matmul.allow_tf32))
+        return real_mm(a, b)
+
+    monkeypatch.setattr(cuda_kernels, "matmul", ours)
+    monkeypatch.setattr(torch, "mm", reference)
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    settings = benchmark.RunSettings(torch.device("cpu"), benchmark.CPU_QUICK_TIMING)
+    tf32 = benchmark.run_case(benchmark.Case("matmul", torch.float32, (16, 8, 32), "tf32"), settings)
+    assert {s for s in seen} == {("ours", True), ("torch", True)}
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert [(r["impl"], r["math"], r["correct"]) for r in tf32] == [("torch", "tf32", None), ("ours", "tf32", True)]
+    seen.clear()
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)  # a user's setting does not leak in
+    benchmark.run_case(benchmark.Case("matmul", torch.float32, (16, 8, 32)), settings)
+    assert {s for s in seen} == {("ours", False), ("torch", False)}
+    assert torch.backends.cuda.matmul.allow_tf32 is True
+
+
+def test_tf32_rows_are_their_own_cases_in_metrics_compare_and_table():
+    shape = (4096, 4096, 4096)
+    fp32, tf32 = benchmark.Case("matmul", torch.float32, shape), benchmark.Case("matmul", torch.float32, shape, "tf32")
+    rows = [
+        benchmark.make_record(fp32, benchmark.Impl("torch"), benchmark.Timing([2.0])),
+        benchmark.make_record(fp32, benchmark.Impl("ours", 0), benchmark.Timing([2.5]), True),
+        benchmark.make_record(tf32, benchmark.Impl("torch"), benchmark.Timing([0.5])),
+        benchmark.make_record(tf32, benchmark.Impl("ours", 0), benchmark.Timing([2.5]), True),
+    ]
+    benchmark.add_metrics(rows, benchmark.lookup_peaks("NVIDIA H100 80GB HBM3"))
+    assert [r["math"] for r in rows] == [None, None, "tf32", "tf32"]
+    assert rows[1]["speedup"] == pytest.approx(0.8) and rows[3]["speedup"] == pytest.approx(0.2)  # vs cuBLAS TF32
+    assert rows[3]["pct_roofline"] == pytest.approx(20.0)
+    assert rows[2]["pct_peak"] == pytest.approx(100 * rows[2]["tflops"] / 495)  # the TF32 datasheet peak
+    assert rows[0]["pct_peak"] == pytest.approx(100 * rows[0]["tflops"] / 66.9)
+    # An old JSON (no math field) matches the TF32-off rows only.
+    old = [{k: v for k, v in r.items() if k != "math"} for r in rows[:2]]
+    compared, _ = benchmark.compare_records(old, rows, 0.10)
+    assert [row["key"][-1] for row in compared] == [None, None]
+    assert "float32+tf32" in benchmark.format_table(rows)
 
 
 def test_debug_costs_rejects_an_unknown_configuration() -> None:

@@ -1,7 +1,8 @@
 """scripts/check_targets.py: the kernels' performance targets read from a benchmark JSON, on synthetic records.
 
 A target is met only when the ratio of medians meets it (no allowance from the IQR); square vs torch needs every
-size 2^12..2^28 at >= 0.98x and the geometric mean of those ratios at >= 1.00x, per dtype."""
+size 2^12..2^28 at >= 0.98x and the geometric mean of those ratios at >= 1.00x, per dtype. The tensor-core targets
+(issue 12): bf16/fp16 default variant per shape, the best mma.sync step, and TF32 against cuBLAS TF32."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ import check_targets  # noqa: E402
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 SIZES = range(12, 29)
-# 2 dtypes x 3 sizes (2^26..2^28) vs copy, 4 dtypes x (17 sizes + geomean) vs torch, 5 matmul shapes.
-N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5
+# 2 dtypes x 3 sizes (2^26..2^28) vs copy, 4 dtypes x (17 sizes + geomean) vs torch, 5 float32 matmul shapes,
+# 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32.
+N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1
+TC_SHAPES = ([4096] * 3, [8192] * 3, [2048] * 3, [4000] * 3, [8192, 1024, 4096], [1024] * 3)
+MMA_STEPS = {7: "07_mma_sync", 8: "08_mma_pipeline", 9: "09_wgmma_tma"}
 
 
 def records(
@@ -28,10 +32,17 @@ def records(
     matmul_ratio: float = 0.95,
     copy_ratio: float = 1.0,
     iqr_fraction: float = 0.0,
+    tc_ratio: float | dict[tuple[str, tuple[int, ...]], float] = 1.0,
+    step_ratios: dict[int, float] | None = None,
+    tf32_ratio: float = 0.95,
 ) -> list[dict]:
     """Synthetic rows for every target case. torch's square and the copy take 1 ms; ours takes 1 / ratio ms, the
     ratio being square_ratio (one number, or per (dtype, log2 size) with 1.0 for the rest) vs torch and copy_ratio
-    vs the copy (the copy row is scaled instead). Every row's IQR is iqr_fraction of its median."""
+    vs the copy (the copy row is scaled instead). Every row's IQR is iqr_fraction of its median.
+    matmul: torch takes 1 ms; ours (variant 0) 1 / matmul_ratio in float32 (TF32 off), 1 / tc_ratio in bfloat16
+    and float16 (one number, or per (dtype, shape) with 1.0 for the rest), 1 / tf32_ratio in float32 with math
+    "tf32" against a TF32 torch row; at bfloat16 and float16 4096^3 and 8192^3 the ladder steps of MMA_STEPS run
+    at step_ratios (default: 07 at 0.30x, 08 at 0.60x, 09 at 1.10x)."""
     rows = []
 
     def add(**row) -> None:
@@ -48,6 +59,26 @@ def records(
         base = {"op": "matmul", "dtype": "float32", "shape": shape}
         add(**base, impl="torch", variant=None, median_ms=1.0)
         add(**base, impl="ours", variant=0, median_ms=1.0 / matmul_ratio, correct=True)
+    steps = {7: 0.30, 8: 0.60, 9: 1.10} if step_ratios is None else step_ratios
+    for dtype in ("bfloat16", "float16"):
+        for shape in TC_SHAPES:
+            ratio = tc_ratio if isinstance(tc_ratio, float) else tc_ratio.get((dtype, tuple(shape)), 1.0)
+            base = {"op": "matmul", "dtype": dtype, "shape": shape}
+            add(**base, impl="torch", variant=None, median_ms=1.0)
+            add(**base, impl="ours", variant=0, median_ms=1.0 / ratio, correct=True)
+            if shape in ([4096] * 3, [8192] * 3):
+                for v, step_ratio in steps.items():
+                    add(
+                        **base,
+                        impl="ours",
+                        variant=v,
+                        variant_name=MMA_STEPS[v],
+                        median_ms=1 / step_ratio,
+                        correct=True,
+                    )
+    base = {"op": "matmul", "dtype": "float32", "shape": [4096] * 3, "math": "tf32"}
+    add(**base, impl="torch", variant=None, median_ms=1.0)
+    add(**base, impl="ours", variant=0, median_ms=1.0 / tf32_ratio, correct=True)
     return rows
 
 
@@ -103,7 +134,7 @@ def test_missing_or_wrong_rows_miss():
     assert texts[0].startswith("square float16 2^13 vs torch: missing (ours, torch:"), texts
     assert texts[1] == "square float16 geomean 2^12..2^28 vs torch: missing (1 size(s) without a ratio)"
 
-    rows = [r for r in records() if not (r["op"] == "matmul" and r["shape"] == [8192] * 3)]
+    rows = [r for r in records() if not (r["op"] == "matmul" and r["dtype"] == "float32" and r["shape"] == [8192] * 3)]
     assert misses(rows) == ["matmul float32 8192x8192x8192 vs torch"]
 
     rows = records()
@@ -155,3 +186,54 @@ def test_committed_h100_json_is_checked_row_by_row(capsys):
     assert len(lines) == N_TARGETS + 2
     missed = sum(line.startswith("MISS") for line in lines)
     assert lines[-1] == f"{N_TARGETS - missed} of {N_TARGETS} targets met" and status == (1 if missed else 0)
+
+
+def test_tensor_core_default_variant_targets():
+    # 0.99x everywhere: the 1.00 targets (4096^3, 8192^3) miss, the 0.90 and 0.75 ones are met.
+    assert misses(records(tc_ratio=0.99)) == [
+        f"matmul {d} {s} vs torch" for d in ("bfloat16", "float16") for s in ("4096x4096x4096", "8192x8192x8192")
+    ]
+    assert not misses(records(tc_ratio=1.0))
+    # 0.80x: all but 1024^3 (target 0.75) miss.
+    assert len(misses(records(tc_ratio=0.80))) == 2 * 5 and "matmul float16 1024x1024x1024 vs torch" not in misses(
+        records(tc_ratio=0.80)
+    )
+    assert misses(records(tc_ratio={("float16", (1024,) * 3): 0.7499})) == ["matmul float16 1024x1024x1024 vs torch"]
+    assert misses(records(tc_ratio={("bfloat16", (8192, 1024, 4096)): 0.8999})) == [
+        "matmul bfloat16 8192x1024x4096 vs torch"
+    ]
+    # The default variant is what counts: a faster ladder step (09 at 1.10x) does not stand in for variant 0.
+    rows = [r for r in records() if not (r["dtype"] == "bfloat16" and r["shape"] == [4096] * 3 and r["variant"] == 0)]
+    assert misses(rows) == ["matmul bfloat16 4096x4096x4096 vs torch"]
+
+
+def test_best_mma_sync_step():
+    name = "matmul bfloat16 4096x4096x4096 best mma.sync step vs torch"
+    texts = {text.split(":")[0]: text for _, text in check_targets.check(records())}
+    assert texts[name] == f"{name}: 0.600x (v8 08_mma_pipeline; target >= 0.55; IQR ours 0.0%, torch 0.0%)"
+    # Both mma.sync steps below 0.55x: a miss, even with the wgmma step (not an mma.sync step) far above.
+    assert misses(records(step_ratios={7: 0.5, 8: 0.54, 9: 2.0})) == [name]
+    assert not misses(records(step_ratios={7: 0.55, 8: 0.2}))  # the best one counts, whichever it is
+    # A wrong result has no speed: the 08 row marked wrong leaves 07 at 0.30x.
+    rows = records()
+    for r in rows:
+        if r.get("variant_name") == "08_mma_pipeline" and r["dtype"] == "bfloat16":
+            r["correct"] = False
+    assert misses(rows) == [name]
+    # Only the float16 rows or only non-mma.sync steps: missing, not met.
+    rows = [r for r in records() if not (r["dtype"] == "bfloat16" and r.get("variant") in (7, 8))]
+    assert misses(rows) == [name]
+    assert any(t.startswith(f"{name}: missing (mma.sync steps") for met, t in check_targets.check(rows) if not met)
+
+
+def test_tf32_target_reads_only_tf32_rows():
+    name = "matmul float32+tf32 4096x4096x4096 vs torch"
+    assert verdicts(records(tf32_ratio=0.9001))[name] and not verdicts(records(tf32_ratio=0.8999))[name]
+    # Our FP32 kernel (0.95x of cuBLAS FP32) against cuBLAS TF32 at 4x the FP32 rate is 0.24x: a miss.
+    assert misses(records(tf32_ratio=0.95 / 4)) == [name]
+    # Without TF32 rows the target is missing; the TF32-off float32 rows (0.95x) never stand in for them.
+    rows = [r for r in records() if r.get("math") != "tf32"]
+    assert misses(rows) == [name]
+    # And the TF32 rows never stand in for the TF32-off float32 targets: drop the TF32-off 4096^3 rows.
+    rows = [r for r in records() if not (r["dtype"] == "float32" and r["shape"] == [4096] * 3 and not r.get("math"))]
+    assert misses(rows) == ["matmul float32 4096x4096x4096 vs torch"]
