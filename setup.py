@@ -9,13 +9,22 @@ Build switches, all read from the environment:
   TORCH_CUDA_ARCH_LIST   archs to compile for, e.g. "8.0;9.0a" or "9.0+PTX" (torch's own variable, always honored).
   COMPUTE_CAPABILITY     shorthand that fills TORCH_CUDA_ARCH_LIST when that is unset: 90 -> 9.0, 90a -> 9.0a,
                          "80;90a" -> 8.0;9.0a. It never overrides TORCH_CUDA_ARCH_LIST.
-                         With neither set: the visible GPU's arch, or with no GPU "8.0;9.0;10.0;12.0+PTX".
+                         With neither set: the visible GPUs' archs (9.0 as 9.0a), or with no GPU a default that
+                         the nvcc found can build: "8.0;9.0a;10.0;12.0+PTX" from nvcc 12.8 on (see
+                         _build_config.DEFAULT_ARCH_LISTS). torch's names (Hopper, Ampere+PTX, ...) work in both.
   DEBUG=1                host -O0 -g, device -O0 -g -G (cuda-gdb can step through kernels; kernels run much slower).
   LINEINFO=1             nvcc -lineinfo: source lines in ncu / compute-sanitizer reports at full speed.
   PTXAS_VERBOSE=1        print registers, shared memory and spills of every kernel.
   MAX_JOBS=N             parallel compile jobs (ninja). Default: bounded by cores and free memory (~2 GB a job).
   NVCC_THREADS=N         nvcc --threads (parallel arch compilation inside one nvcc call). Default 1.
   CUDA_HOME              the CUDA toolkit root, when nvcc on PATH is not the one to use.
+  CUDA_KERNELS_LINK_SHARED_CXX_RUNTIME=0
+                         do not add the libstdc++ that torch loaded to the link (see below).
+
+The extension is linked against the shared C++ runtime that torch has loaded in this process (its path from
+/proc/self/maps), so that a compiler whose library path holds only a static libstdc++.a cannot give it a private
+copy of the runtime (such a binary crashes on the first error message that formats a number). After linking,
+the binary's DT_NEEDED entries are checked: one without a shared libstdc++ is deleted and the build stops with the fix.
 
 Object files are kept in build/<tag>/ so that a rebuild after editing one file recompiles only that file.
 """
@@ -79,8 +88,12 @@ with_cuda, why = _choose_cuda()
 arch_list = None
 if with_cuda:
     gpu_caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
-    arch_list, arch_why = cfg_mod.resolve_arch_list(gpu_caps)
+    try:
+        arch_list, arch_why = cfg_mod.resolve_arch_list(gpu_caps, _cuda_home)
+    except ValueError as err:  # an unreadable TORCH_CUDA_ARCH_LIST or COMPUTE_CAPABILITY: one line, no traceback
+        sys.exit(f"cuda_kernels: {err}")
     if arch_list:
+        # In numbers (torch's names expanded): torch compiles exactly what the binary's arch tag says.
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
     nvcc_ver = cfg_mod.nvcc_version(_cuda_home) or "?"
     print(f"cuda_kernels: building the CUDA extension ({why}); nvcc {nvcc_ver}; archs from {arch_why}")
@@ -102,12 +115,15 @@ Extension = CUDAExtension if with_cuda else CppExtension
 extra = {"cxx": cfg.cxx_flags}
 if with_cuda:
     extra["nvcc"] = cfg.nvcc_flags
+cxx_runtime = cfg_mod.cxx_runtime_link_args()
+if cxx_runtime:
+    print(f"cuda_kernels: linking against the C++ runtime torch loaded: {cxx_runtime[0]}")
 ext = Extension(
     name="cuda_kernels._C",
     sources=sources,
     include_dirs=[os.path.join(ROOT, "csrc")],
     extra_compile_args=extra,
-    extra_link_args=(["-g"] if cfg.debug else []) + cfg_mod.openmp_flags(),
+    extra_link_args=(["-g"] if cfg.debug else []) + cfg_mod.openmp_flags() + cxx_runtime,
 )
 
 
@@ -118,6 +134,25 @@ class BuildExt(BuildExtension):
         super().finalize_options()
         tag = f"{'cuda' if with_cuda else 'cpu'}{'-debug' if cfg.debug else ''}{'-lineinfo' if cfg.lineinfo else ''}"
         self.build_temp = os.path.join(ROOT, "build", tag)
+
+    def build_extension(self, ext):
+        # setuptools links into build/lib* and copies to the source tree afterwards: a binary refused here never
+        # reaches cuda_kernels/. It skips the link when that binary is newer than the objects, so one left by an
+        # earlier build with a static C++ runtime is deleted first, to be linked again.
+        path = self.get_ext_fullpath(ext.name)
+        if cfg_mod.cxx_runtime_problem(path):
+            os.remove(path)
+        super().build_extension(ext)
+        problem = cfg_mod.cxx_runtime_problem(path)
+        if problem:
+            os.remove(path)
+            how = (
+                f"even though the link named {cxx_runtime[0]}"
+                if cxx_runtime
+                else f"no shared libstdc++ was named on the link: {cfg_mod.LINK_SHARED_CXX_RUNTIME_ENV}=0, or torch "
+                "loaded none"
+            )
+            sys.exit(f"{problem}\ncuda_kernels: the build deleted that binary and stopped; {how}.")
 
 
 setup(

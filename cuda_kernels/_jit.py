@@ -10,7 +10,9 @@ a build folder per configuration,
     <tag> = py311-torch2.14.1-cu13.0-<archs>[-debug][-lineinfo]   or   py311-torch2.14.1-cpu[-debug]
 
 so ninja recompiles only the files whose sources or headers changed, and switching DEBUG=1 on and off keeps
-both builds warm. CUDA_KERNELS_JIT_VERBOSE=1 prints the compiler commands.
+both builds warm. CUDA_KERNELS_JIT_VERBOSE=1 prints the compiler commands. As in setup.py, the module is linked
+against the libstdc++ torch loaded (_build_config.cxx_runtime_link_args) and refused if it has a C++ runtime of
+its own (_build_config.cxx_runtime_problem).
 
 The module gets its own name (cuda_kernels_jit_<hash>): the installed cuda_kernels._C is never imported in JIT
 mode, because TORCH_LIBRARY(cuda_kernels, ...) can register the ops only once per process.
@@ -93,7 +95,7 @@ def plan() -> JitPlan:
     arch_list = None
     if with_cuda:
         gpu_caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
-        arch_list, _ = bc.resolve_arch_list(gpu_caps)
+        arch_list, _ = bc.resolve_arch_list(gpu_caps, cuda_home)
     cfg = bc.make_config(with_cuda, arch_list, cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI))
     tag = make_tag(with_cuda, arch_list, cfg.debug, cfg.lineinfo)
     # The module name must be a C identifier (it becomes PyInit_<name>) and unique per checkout and config.
@@ -155,7 +157,10 @@ def load() -> ModuleType:
     global _MODULE
     if _MODULE is not None:
         return _MODULE
-    p = plan()
+    try:
+        p = plan()
+    except ValueError as err:  # an unreadable TORCH_CUDA_ARCH_LIST or COMPUTE_CAPABILITY
+        raise ImportError(f"cuda_kernels (JIT): {err}") from None
     check_object_names(bc.sources(p.with_cuda))
     # torch.utils.cpp_extension reads CUDA_HOME once, when it is first imported (as setup.py knows).
     if p.cuda_home and not os.environ.get("CUDA_HOME"):
@@ -180,7 +185,11 @@ def load() -> ModuleType:
             file=sys.stderr,
             flush=True,
         )
-    ldflags = (["-g"] if p.cfg.debug else []) + bc.openmp_flags()
+    # A binary cached by a build that linked its own static C++ runtime (setup.py's docstring says why that
+    # crashes): delete it, so that ninja links it again, now against the shared runtime.
+    if not cold and bc.cxx_runtime_problem(so_path):
+        os.remove(so_path)
+    ldflags = (["-g"] if p.cfg.debug else []) + bc.openmp_flags() + bc.cxx_runtime_link_args()
     start = time.perf_counter()
     try:
         with _env(
@@ -203,6 +212,12 @@ def load() -> ModuleType:
             f"cuda_kernels (JIT): building csrc/ in {p.build_dir} failed:\n{_first_failure(str(err))}"
         ) from None
     seconds = time.perf_counter() - start
+    # load() has imported the module already; a binary with a static C++ runtime is refused all the same (and
+    # deleted) rather than crash later on an error message.
+    problem = bc.cxx_runtime_problem(so_path, rebuild="CUDA_KERNELS_JIT=1 python -c 'import cuda_kernels'")
+    if problem:
+        os.remove(so_path)
+        raise ImportError(f"{problem}\ncuda_kernels (JIT): deleted that binary.")
     LAST_LOAD.update(seconds=seconds, cold=cold, build_dir=p.build_dir, name=p.name, tag=p.tag, with_cuda=p.with_cuda)
     if cold or verbose:
         print(f"cuda_kernels: JIT build ready in {seconds:.1f} s", file=sys.stderr, flush=True)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 
+from cuda_kernels import _build_config as bc
 from cuda_kernels import _jit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,6 +72,8 @@ def test_cold_build_loads_the_jit_module(cold: dict) -> None:
     assert os.path.basename(info["path"]).startswith("cuda_kernels_jit_")
     assert not cold["installed_C_imported"], "JIT mode must not import the installed cuda_kernels._C"
     assert cold["square_ok"] and cold["matmul_ok"]
+    # Linked against the C++ runtime torch loaded (bc.cxx_runtime_link_args), not a copy of its own.
+    assert "libstdc++.so.6" in bc.elf_needed(info["path"]) and bc.cxx_runtime_problem(info["path"]) is None
     print(f"\nJIT cold CPU build + import: {cold['import_s']:.1f} s")
 
 
@@ -92,6 +97,33 @@ def test_a_stale_object_is_the_only_one_rebuilt(cold: dict) -> None:
     rebuilt = ninja_log(build_dir)[len(before) :]
     assert sorted(rebuilt) == sorted(["square.o", again["load"]["name"] + ".so"])
     assert again["square_ok"] and again["matmul_ok"]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build a library with a static C++ runtime")
+def test_a_cached_binary_with_its_own_cxx_runtime_is_linked_again(cold: dict, tmp_path) -> None:
+    # What a JIT cache built by a compiler that linked libstdc++ statically holds: the loader must not import it.
+    from test_build_config import tiny_library
+
+    build_dir = cold["load"]["build_dir"]
+    so_path = os.path.join(build_dir, cold["load"]["name"] + ".so")
+    shutil.copy(tiny_library(str(tmp_path), "static", "-static-libstdc++"), so_path)
+    assert bc.cxx_runtime_problem(so_path) is not None
+    before = ninja_log(build_dir)
+    again = run_jit(os.path.dirname(build_dir))
+    assert ninja_log(build_dir)[len(before) :] == [cold["load"]["name"] + ".so"]  # linked again, nothing compiled
+    assert bc.cxx_runtime_problem(so_path) is None
+    assert again["square_ok"] and again["matmul_ok"]
+
+
+def test_plan_expands_torch_arch_names(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    if bc.find_cuda_home() is None or torch.version.cuda is None:
+        pytest.skip("needs a CUDA toolkit and a CUDA build of torch to plan a CUDA build")
+    monkeypatch.setenv("CUDA_KERNELS_JIT_DIR", str(tmp_path))
+    monkeypatch.setenv("WITH_CUDA", "1")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "Hopper")
+    p = _jit.plan()
+    assert p.arch_list == "9.0+PTX" and p.tag.endswith("-90_PTX")
+    assert "-DCUDA_KERNELS_ARCHS=90_PTX" in p.cfg.nvcc_flags
 
 
 def test_plan_follows_the_build_switches(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
