@@ -18,6 +18,7 @@ from typing import Any
 
 import torch  # noqa: F401  (the extension links against torch: import it first)
 
+from cuda_kernels._build_config import decode_arch_tag
 from cuda_kernels._loader import load_extension
 
 # `python -m cuda_kernels.doctor` imports this package first: a broken extension must not stop the doctor,
@@ -48,27 +49,13 @@ def build_info() -> dict[str, Any]:
     return {
         "mode": _MODE,
         "cuda": raw["cuda"],
-        "archs": _decode_archs(tag) if raw["cuda"] else [],
+        "archs": decode_arch_tag(tag) if raw["cuda"] else [],
         "debug": raw["debug"],
         "torch": raw["torch_version"],
         "cuda_version": raw["cuda_version"],
         "torch_runtime": torch.__version__,
         "path": getattr(_C, "__file__", None),
     }
-
-
-def _decode_archs(tag: str) -> list[str]:
-    """Inverse of _build_config.arch_tag: '80__90a_PTX' -> ['8.0', '9.0a+PTX']; 'native' -> ['native']."""
-    if tag in ("native", "none"):
-        return [tag]
-    archs = []
-    for part in tag.split("__"):
-        ptx = part.endswith("_PTX")
-        part = part.removesuffix("_PTX")
-        suffix = part[-1] if part[-1].isalpha() else ""
-        digits = part[: len(part) - len(suffix)]
-        archs.append(f"{digits[:-1]}.{digits[-1]}{suffix}{'+PTX' if ptx else ''}")
-    return archs
 
 
 __all__ = ["square", "matmul", "build_info", "set_dump_dir"]

@@ -1,8 +1,9 @@
 """`python -m cuda_kernels.doctor`: what a bug report needs, a tiny call of each op, and known mismatches explained.
 
 Prints the Python, OS, GPUs (compute capability), driver, CUDA runtime and toolkit, torch and its CUDA, and how the
-extension was built (archs against the GPU's, debug, installed or JIT); runs square and matmul once on every
-device against torch; then one line per problem found, with the fix. Exit status 0: no problem; 1: problems.
+extension was built (archs against the GPU's, debug, installed or JIT; a binary with its own static C++ runtime);
+runs square and matmul once on every device against torch; then one line per problem found, with the fix.
+Exit status 0: no problem; 1: problems.
 
 The checks are pure functions of the facts (check_archs, check_nvcc, ...), so tests feed them made-up mismatches.
 """
@@ -10,6 +11,7 @@ The checks are pure functions of the facts (check_archs, check_nvcc, ...), so te
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import platform
 import shutil
 import subprocess
@@ -35,12 +37,25 @@ class Arch:
 
     @staticmethod
     def parse(text: str) -> Arch:
+        """One numeric entry ('8.0', '9.0a+PTX'); ValueError otherwise (expand_archs takes torch's names)."""
         text = text.strip()
         ptx = text.endswith("+PTX")
         text = text.removesuffix("+PTX")
-        suffix = text[-1] if text[-1].isalpha() else ""
+        suffix = text[-1] if text[-1:] in ("a", "f") else ""
         major, minor = text[: len(text) - len(suffix)].split(".")
         return Arch(int(major), int(minor), suffix, ptx)
+
+
+def expand_archs(built: list[str]) -> list[Arch] | None:
+    """build_info()'s archs as Arch entries, torch's names ('Hopper') expanded; None when an entry cannot be read
+    (then nobody can say what runs: the op calls will tell). 'native' and 'none' are left out."""
+    from cuda_kernels import _build_config
+
+    entries = [a for a in built if a not in ("native", "none")]
+    try:
+        return [Arch.parse(a) for a in _build_config.normalize_arch_list(";".join(entries)).split(";") if a]
+    except ValueError:
+        return None
 
 
 def arch_coverage(built: list[str], gpu_cc: tuple[int, int]) -> str | None:
@@ -49,7 +64,7 @@ def arch_coverage(built: list[str], gpu_cc: tuple[int, int]) -> str | None:
     CUDA's rules: SASS for sm_XY runs on X.Z with Z >= Y (same major); sm_XYa only on exactly X.Y; sm_XYf on the
     same major. PTX for compute_XY can be JIT-compiled for any GPU >= X.Y; compute_XYa only for exactly X.Y.
     """
-    archs = [Arch.parse(a) for a in built if a not in ("native", "none")]
+    archs = expand_archs(built) or []
     for a in archs:
         if _runs_sass(a, gpu_cc):
             return f"sm_{a.major}{a.minor}{a.suffix} SASS"
@@ -74,9 +89,10 @@ def _runs_ptx(a: Arch, cc: tuple[int, int]) -> bool:
 def check_archs(built: list[str], gpu_cc: tuple[int, int], gpu_name: str = "this GPU") -> str | None:
     """A problem line when no arch in `built` runs on a GPU of capability gpu_cc (CUDA builds only).
 
-    built == ["native"] (built for the GPU visible at build time) cannot be checked here: the op calls will tell.
+    built == ["native"] (built for the GPU visible at build time) or an entry that cannot be read cannot be checked
+    here: the op calls will tell.
     """
-    if built in ([], ["none"]) or "native" in built:
+    if built in ([], ["none"]) or "native" in built or expand_archs(built) is None:
         return None
     if arch_coverage(built, gpu_cc) is not None:
         return None
@@ -196,6 +212,7 @@ class Facts:
     build_info: dict[str, Any] | None
     load_error: BaseException | None
     notes: list[str] = field(default_factory=list)
+    binary: str | None = None  # the extension's shared object, loaded or not (None: none found)
 
 
 def _driver_from_nvidia_smi() -> str | None:
@@ -238,6 +255,11 @@ def gather() -> Facts:
     import cuda_kernels
 
     load_error = cuda_kernels._LOAD_ERROR
+    build_info = None if load_error else cuda_kernels.build_info()
+    binary = build_info["path"] if build_info else None
+    if binary is None and cuda_kernels._MODE != "jit":
+        spec = importlib.util.find_spec("cuda_kernels._C")  # finds the file without loading it
+        binary = spec.origin if spec is not None else None
     return Facts(
         python=f"{platform.python_version()} ({sys.executable})",
         os=platform.platform(),
@@ -249,8 +271,9 @@ def gather() -> Facts:
         driver_cuda=_driver_cuda_version(),
         cuda_home=cuda_home,
         nvcc=_build_config.nvcc_version(cuda_home) if cuda_home else None,
-        build_info=None if load_error else cuda_kernels.build_info(),
+        build_info=build_info,
         load_error=load_error,
+        binary=binary,
     )
 
 
@@ -259,13 +282,17 @@ def static_problems(f: Facts) -> list[str]:
     problems = [check_nvcc(f.nvcc, f.torch_cuda), check_driver(f.driver_cuda, f.torch_cuda)]
     if f.load_error is not None:
         problems.append(explain_import(f.load_error))
+    if f.binary:
+        from cuda_kernels import _build_config
+
+        problems.append(_build_config.cxx_runtime_problem(f.binary))
     if f.build_info is not None:
         bi = f.build_info
         problems.append(check_built_torch(bi["torch"], f.torch))
         problems.append(check_built_cuda(bi["cuda"], bi["cuda_version"], f.torch_cuda, len(f.gpus)))
         if bi["cuda"]:
             problems += [check_archs(bi["archs"], g.cc, f"GPU {g.index} ({g.name})") for g in f.gpus]
-    return [p for p in problems if p]
+    return list(dict.fromkeys(p for p in problems if p))  # in order, without repeats
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -348,7 +375,12 @@ def report(f: Facts) -> list[str]:
         )
         lines.append(f"                {bi['path']}")
         for g in f.gpus if bi["cuda"] else []:
-            how = arch_coverage(bi["archs"], g.cc) if "native" not in bi["archs"] else "native build: see the calls"
+            if "native" in bi["archs"]:
+                how = "native build: see the calls"
+            elif expand_archs(bi["archs"]) is None:
+                how = "cannot tell (an arch name this doctor cannot read): see the calls"
+            else:
+                how = arch_coverage(bi["archs"], g.cc)
             lines.append(
                 f"                GPU {g.index} sm_{g.cc[0]}{g.cc[1]} runs: {how or 'NOTHING (no kernel image)'}"
             )
@@ -366,9 +398,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {'ok  ' if r.ok else 'FAIL'}  {r.label}" + (f": {r.detail}" if r.detail else ""))
             if not r.ok:
                 problems.append(f"{r.label}: {r.detail}")
+    problems = list(dict.fromkeys(problems))  # in order, without repeats
     if problems:
         print(f"problems ({len(problems)})")
-        for p in dict.fromkeys(problems):  # in order, without repeats
+        for p in problems:
             print(f"  - {p}")
         return 1
     print("no problems found")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
@@ -164,3 +166,64 @@ def test_doctor_reports_an_extension_that_does_not_load(tmp_path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "NOT LOADED" in proc.stdout and "problems (1)" in proc.stdout
     assert "cannot create the build folder" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "archs, runs",
+    [
+        (["Hopper"], "sm_90 SASS"),  # what build_info() of a binary built with a name could hold
+        (["8.0", "Ampere+PTX"], "compute_86 PTX"),
+        (["what"], "cannot tell"),  # unreadable: no claim either way
+    ],
+)
+def test_arch_names_never_break_the_doctor(archs, runs) -> None:
+    f = facts(build_info=dict(facts().build_info, archs=archs))
+    assert doctor.static_problems(f) == []
+    assert any(f"runs: {runs}" in line for line in doctor.report(f)), doctor.report(f)
+
+
+def test_a_named_arch_list_that_misses_the_gpu_is_reported() -> None:
+    f = facts(build_info=dict(facts().build_info, archs=["Ampere+Tegra"]))  # 8.7, no PTX
+    (problem,) = doctor.static_problems(f)
+    assert "no kernel image" in problem and "COMPUTE_CAPABILITY=90" in problem
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build the tiny libraries")
+def test_a_binary_with_its_own_cxx_runtime_is_a_problem(tmp_path) -> None:
+    from test_build_config import tiny_library
+
+    static = tiny_library(str(tmp_path), "static", "-static-libstdc++")
+    problems = doctor.static_problems(facts(binary=static))
+    assert len(problems) == 1 and static in problems[0] and "static copy of the C++ runtime" in problems[0]
+    assert "Fix: CC=" in problems[0]
+    assert doctor.static_problems(facts(binary=tiny_library(str(tmp_path), "shared"))) == []
+    # The loader refuses such a binary with the same line; the doctor lists it once, with the fix.
+    err = ImportError(problems[0])
+    f = facts(binary=static, build_info=None, load_error=err)
+    assert doctor.static_problems(f) == problems
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build a library with a static C++ runtime")
+def test_doctor_reports_an_installed_binary_with_its_own_cxx_runtime(tmp_path) -> None:
+    # The package with a _C that links libstdc++ statically: the loader refuses it before loading it (so a tiny
+    # library stands in for the extension), and the doctor says why, with the fix, once.
+    from test_build_config import tiny_library
+
+    pkg = tmp_path / "pkg" / "cuda_kernels"
+    shutil.copytree(os.path.join(ROOT, "cuda_kernels"), pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    binary = pkg / ("_C" + sysconfig.get_config_var("EXT_SUFFIX"))
+    shutil.copy(tiny_library(str(tmp_path), "static", "-static-libstdc++"), binary)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "pkg"))
+    env.pop("CUDA_KERNELS_JIT", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_kernels.doctor"],
+        cwd=tmp_path,  # -m puts the working folder first on sys.path: not the checkout's cuda_kernels
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "NOT LOADED" in proc.stdout and "problems (1)" in proc.stdout, proc.stdout
+    assert f"{binary} carries its own static copy of the C++ runtime" in proc.stdout
+    assert "Fix: CC=" in proc.stdout
