@@ -7,8 +7,11 @@ PIP := $(PYTHON) -m pip
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
 
-deps:  ## install what building, testing and benchmarking need (torch only if missing)
-	$(PIP) install -r requirements.txt
+# bash for pipefail: a failing pip install fails the target even though its output goes through a filter.
+SHELL := /bin/bash
+
+deps:  ## install what building, testing and benchmarking need (torch only if missing); prints what it installed
+	@set -o pipefail; $(PIP) install -r requirements.txt | awk '/^Successfully installed /{for (i = 3; i <= NF; i++) print "installed " $$i; n++} END {if (!n) print "deps: nothing new installed"}'
 
 install: deps  ## build the extension in place (CUDA when nvcc + CUDA torch are found, else CPU-only)
 	$(PIP) install --no-build-isolation -e .
