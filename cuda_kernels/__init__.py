@@ -40,7 +40,9 @@ def build_info() -> dict[str, Any]:
 
     Keys: mode ("installed" or "jit"), cuda (bool), archs (list like ["8.0", "9.0a", "9.0+PTX"], empty for CPU),
     debug (bool), torch (version built against), cuda_version (toolkit it was built with, or None),
-    torch_runtime (the torch imported now), path (the loaded binary).
+    torch_runtime (the torch imported now), path (the loaded binary), matmul (what variant=0 runs on the current GPU
+    per dtype, and why, e.g. {"bfloat16": "11_tma_store: compute 9.0 (NVIDIA H100 ...), bfloat16: the fastest
+    ladder step that runs here"}; empty without a CUDA build or a visible GPU).
     """
     if _C is None:
         raise _LOAD_ERROR
@@ -55,7 +57,17 @@ def build_info() -> dict[str, Any]:
         "cuda_version": raw["cuda_version"],
         "torch_runtime": torch.__version__,
         "path": getattr(_C, "__file__", None),
+        "matmul": _matmul_paths() if raw["cuda"] and torch.cuda.is_available() else {},
     }
+
+
+def _matmul_paths() -> dict[str, str]:
+    """{dtype: "step_name: why"} for variant 0 on the current CUDA device (the extension's own pick)."""
+    paths = {}
+    for dtype in ("float32", "float64", "bfloat16", "float16"):
+        _variant, name, reason = _C._matmul_default_step(dtype, -1)
+        paths[dtype] = f"{name}: {reason}"
+    return paths
 
 
 __all__ = ["square", "matmul", "build_info", "set_dump_dir"]

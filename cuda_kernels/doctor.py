@@ -307,33 +307,40 @@ class OpResult:
 
 
 def run_ops(facts: Facts) -> list[OpResult]:
-    """square and matmul (every CUDA ladder step too) once per device, float32, compared to torch."""
+    """square and matmul once per device, compared to torch: float32 and bfloat16, variant 0 and every CUDA ladder
+    step that takes the dtype on that GPU (the tensor-core steps take 16-bit inputs only)."""
     import torch
 
     import cuda_kernels
+    from cuda_kernels.ops import matmul_cuda_variants
+    from cuda_kernels.testing import matmul_error_bound
 
     devices = ["cpu"] + [f"cuda:{g.index}" for g in facts.gpus]
     g = torch.Generator().manual_seed(0)
     x = torch.randn(1027, generator=g)  # odd size: exercises the vector path's scalar tail
-    a = torch.randn(33, 17, generator=g)  # not multiples of any tile size
-    b = torch.randn(17, 9, generator=g)
-    ref_mm = (a.double() @ b.double()).float()
+    a32 = torch.randn(33, 17, generator=g)  # not multiples of any tile size
+    b32 = torch.randn(17, 9, generator=g)
     results = []
     for dev in devices:
         gpu = facts.gpus[int(dev.split(":")[1])] if dev.startswith("cuda") else None
-        # (label, op, args, kwargs, reference on the CPU)
-        calls = [("square", cuda_kernels.square, (x,), {}, x * x)]
-        variants = [0]
-        if gpu is not None and facts.build_info and facts.build_info["cuda"]:
-            variants += [v for v, _ in cuda_kernels._C._matmul_variants()]
-        calls += [(f"matmul variant={v}", cuda_kernels.matmul, (a, b), {"variant": v}, ref_mm) for v in variants]
-        for name, op, args, kwargs, ref in calls:
+        cuda_build = gpu is not None and facts.build_info and facts.build_info["cuda"]
+        # (label, call, inputs on the CPU, check(out, inputs) raising AssertionError)
+        calls = [("square", cuda_kernels.square, (x,), {}, _exact(x * x))]
+        for dtype in (torch.float32, torch.bfloat16):
+            a, b = a32.to(dtype), b32.to(dtype)
+            variants = [0] + (matmul_cuda_variants(dtype, gpu.index) if cuda_build else [])
+            check = _within_bound(a, b, matmul_error_bound)
+            name = str(dtype).removeprefix("torch.")
+            calls += [
+                (f"matmul {name} variant={v}", cuda_kernels.matmul, (a, b), {"variant": v}, check) for v in variants
+            ]
+        for name, op, args, kwargs, check in calls:
             label = f"{name} on {dev}"
             try:
                 out = op(*(t.to(dev) for t in args), **kwargs)
                 if gpu is not None:
                     torch.cuda.synchronize(dev)
-                torch.testing.assert_close(out.cpu(), ref)
+                check(out.cpu())
                 results.append(OpResult(label, True))
             except AssertionError as err:
                 results.append(OpResult(label, False, "differs from torch: " + str(err).splitlines()[0]))
@@ -342,6 +349,39 @@ def run_ops(facts: Facts) -> list[OpResult]:
                 advice = explain_op_error(str(err), gpu.cc if gpu else None, built)
                 results.append(OpResult(label, False, f"{type(err).__name__}: {str(err).splitlines()[0]} -> {advice}"))
     return results
+
+
+def _exact(ref):
+    """A check that out equals ref exactly."""
+    import torch
+
+    def check(out) -> None:
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+    return check
+
+
+def _within_bound(a, b, bound_fn):
+    """A check that out is within the project's matmul error bound (cuda_kernels.testing) of float64 a @ b."""
+
+    def check(out) -> None:
+        ref = a.double() @ b.double()
+        err = (out.double() - ref).abs()
+        worst = (err / bound_fn(a, b, ref)).max().item()
+        assert worst <= 1.0, f"error {worst:.3g}x the bound"
+
+    return check
+
+
+def matmul_paths(gpu_index: int) -> list[str]:
+    """What variant 0 runs on GPU `gpu_index` per dtype, and why (the extension's own pick)."""
+    import cuda_kernels
+
+    lines = []
+    for dtype in ("float32", "float64", "bfloat16", "float16"):
+        variant, name, reason = cuda_kernels._C._matmul_default_step(dtype, gpu_index)
+        lines.append(f"{dtype}: step {variant} {name} ({reason})")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -384,6 +424,12 @@ def report(f: Facts) -> list[str]:
             lines.append(
                 f"                GPU {g.index} sm_{g.cc[0]}{g.cc[1]} runs: {how or 'NOTHING (no kernel image)'}"
             )
+            try:
+                paths = matmul_paths(g.index)
+            except Exception as err:  # noqa: BLE001  (a binary without code for this GPU: the calls say more)
+                paths = [f"cannot tell: {str(err).splitlines()[0]}"]
+            for path in paths:
+                lines.append(f"                GPU {g.index} matmul variant 0, {path}")
     return lines
 
 
@@ -393,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     problems = static_problems(facts)
     if facts.build_info is not None:
-        print("op calls (float32, compared to torch)")
+        print("op calls (float32 and bfloat16, compared to torch)")
         for r in run_ops(facts):
             print(f"  {'ok  ' if r.ok else 'FAIL'}  {r.label}" + (f": {r.detail}" if r.detail else ""))
             if not r.ok:

@@ -154,7 +154,8 @@ def test_doctor_runs_here() -> None:
     out = proc.stdout
     for heading in ("python", "torch", "driver", "nvcc", "cuda_kernels  mode=", "op calls"):
         assert heading in out, out
-    assert "ok    square on cpu" in out and "ok    matmul variant=0 on cpu" in out
+    assert "ok    square on cpu" in out and "ok    matmul float32 variant=0 on cpu" in out
+    assert "ok    matmul bfloat16 variant=0 on cpu" in out
     # 0 exactly when no problem is listed.
     assert (proc.returncode == 0) == ("no problems found" in out), out + proc.stderr
 
@@ -227,3 +228,23 @@ def test_doctor_reports_an_installed_binary_with_its_own_cxx_runtime(tmp_path) -
     assert "NOT LOADED" in proc.stdout and "problems (1)" in proc.stdout, proc.stdout
     assert f"{binary} carries its own static copy of the C++ runtime" in proc.stdout
     assert "Fix: CC=" in proc.stdout
+
+
+def test_build_info_and_doctor_name_the_matmul_path() -> None:
+    """build_info()["matmul"] and the doctor say what variant 0 runs per dtype on this GPU and why; on a GPU of
+    compute capability 8.0 or newer bfloat16 takes a tensor-core step, float32 never does."""
+    import torch
+
+    import cuda_kernels
+
+    info = cuda_kernels.build_info()
+    if not (info["cuda"] and torch.cuda.is_available()):
+        assert info["matmul"] == {}
+        pytest.skip("needs a CUDA build and a GPU: without them build_info() names no matmul path")
+    assert sorted(info["matmul"]) == ["bfloat16", "float16", "float32", "float64"]
+    assert info["matmul"]["float32"].startswith("06_async_pipeline: ")
+    lines = doctor.matmul_paths(torch.cuda.current_device())
+    assert len(lines) == 4 and all(" (" in line for line in lines)
+    if torch.cuda.get_device_capability() >= (8, 0):
+        variant, name, reason = cuda_kernels._C._matmul_default_step("bfloat16", -1)
+        assert variant >= 7 and info["matmul"]["bfloat16"] == f"{name}: {reason}"
