@@ -43,12 +43,14 @@ constexpr Step kLadder[] = {
      &matmul_ladder::launch_10_cluster_multicast},
     {11, "11_tma_store", kAnyStrides, kHalfDtypes, 90, &matmul_ladder::wgmma_available, kSm90aNeeds,
      &matmul_ladder::launch_11_tma_store},
+    {12, "12_tuned_tiles", kAnyStrides, kHalfDtypes, 90, &matmul_ladder::wgmma_available, kSm90aNeeds,
+     &matmul_ladder::launch_12_tuned_tiles},
 };
 constexpr int kNumSteps = static_cast<int>(std::size(kLadder));
 
 // Variant 0: the last step of the ladder that can run this dtype on this GPU. The ladder is ordered by speed, so
 // that is:
-//  - float16 / bfloat16: 11_tma_store where the binary and GPU allow wgmma (sm_90a code, compute 9.0), else on
+//  - float16 / bfloat16: 12_tuned_tiles where the binary and GPU allow wgmma (sm_90a code, compute 9.0), else on
 //    compute >= 8.0 08_mma_pipeline (mma.sync tensor cores), else 06_async_pipeline;
 //  - float32 / float64: 06_async_pipeline (the tensor-core steps take 16-bit inputs only). Measured on the H100
 //    in float32 (scripts/tune_matmul.py, docs/matmul.md), step 6 is the fastest SIMT step at every shape from

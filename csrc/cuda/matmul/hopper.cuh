@@ -126,6 +126,26 @@ __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+// Global-memory flags between blocks (stream-K): a release store publishes this thread's earlier writes (and,
+// after a barrier, its block's) at GPU scope; an acquire load makes the writes published before it visible.
+__device__ __forceinline__ void st_release_gpu(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+#endif
+}
+__device__ __forceinline__ void st_relaxed_gpu(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+#endif
+}
+__device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t* p) {
+  uint64_t v = 0;
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+#endif
+  return v;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Clusters
 // ---------------------------------------------------------------------------------------------------------------
@@ -315,6 +335,45 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
 #endif
 }
 #undef CK_WGMMA_M64N128K16
+
+// D (64 x 64, fp32, 32 registers per thread) (+)= A (64 x 16) * B (16 x 64), A and B from shared memory.
+#define CK_WGMMA_M64N64K16(TYPES)                                                                                   \
+  asm volatile(                                                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                                  \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32" TYPES                                                            \
+      " "                                                                                                           \
+      "{"                                                                                                           \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                      \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"                              \
+      "}, %32, %33, p, 1, 1, %35, %36;\n}\n"                                                                        \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                   \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
+
+template <bool kBf16, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kBf16) {
+    CK_WGMMA_M64N64K16(".bf16.bf16");
+  } else {
+    CK_WGMMA_M64N64K16(".f16.f16");
+  }
+#endif
+}
+#undef CK_WGMMA_M64N64K16
+
+// Stores four 8 x 8 matrices of 16-bit elements to shared memory (stmatrix .x4): register i of each thread holds
+// row lane / 4, columns 2 * (lane % 4) + {0, 1} of matrix i (the mma/wgmma accumulator fragment layout), and
+// lanes 8i..8i+7 give the addresses of the 16-byte rows 0..7 of matrix i.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+#endif
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Pieces shared by the GEMM kernels

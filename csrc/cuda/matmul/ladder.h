@@ -95,6 +95,9 @@ void launch_09_wgmma_tma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c
 void launch_10_cluster_multicast(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 // Step 11: + C written through shared memory by TMA stores, overlapped with the next tile's main loop.
 void launch_11_tma_store(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 12: + the tile (128 x 64, 128 x 128 or 128 x 256) chosen by shape so small outputs fill the SMs, a
+// stmatrix epilogue, and stream-K (the last wave's k-slabs spread over all SMs) when that wave is mostly idle.
+void launch_12_tuned_tiles(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 // True when this binary holds sm_90a code and `device` is compute 9.0 (09_wgmma_tma.cu).
 bool wgmma_available(int device);
 

@@ -1,0 +1,594 @@
+// Ladder step 12: step 11 with the tile chosen by shape, a stmatrix epilogue, and stream-K for a mostly idle
+// last wave.
+//
+// Steps 9-11 run one 128 x 256 tile per block whatever the problem: a 1024 x 1024 output has only 32 such tiles
+// for 132 SMs, and a persistent grid cannot fill SMs that have no tile. This step instantiates the kernel for
+// tiles 128 x 64, 128 x 128 and 128 x 256 (wgmma m64nNk16 with N = 64, 128, 256; the ring as deep as shared
+// memory allows for each) and the launcher picks, per shape, the widest tile that still gives (nearly) every SM
+// work. The 128 x 64 tile runs without the 2-CTA cluster: half of a 64-wide B slab is narrower than one
+// 128-byte swizzle row, and small problems read little from L2 anyway.
+// The epilogue writes the accumulators to shared memory with stmatrix (four 8 x 8 matrices per instruction, in
+// wgmma's fragment layout as it is: a quarter of step 11's st.shared instructions); the narrower tiles' buffers
+// hold the consumer's whole tile, so TMA stores it in one go. The 128 x 256 tile keeps a 4-deep ring and a
+// 64 x 128 buffer written in two passes: a 3-deep ring with a whole-tile buffer measured slower.
+// Stream-K: a persistent grid over T tiles on C clusters takes ceil(T / C) tile-times; when the last wave is
+// less than about half full (8192^3: 1024 super-tiles on 66 clusters, 15.5 waves) the full waves stay
+// data-parallel and the last wave's k-slabs are spread evenly over all clusters (for_each_work): clusters that
+// hold the later k-slabs of a tile write fp32 partial sums to a workspace and raise a flag, and the cluster that
+// holds the tile's first k-slab adds them before its epilogue. With a nearly full last wave (4096^3: 3.88
+// waves) it measured slower than leaving the wave as it is: the split tiles' k-slabs are read at different
+// times by different clusters, losing the L2 reuse that tiles started together have, and the partial sums'
+// round trip costs too.
+// Everything else (producer warpgroup, mbarrier ring, setmaxnreg, persistent grouped order, B multicast in
+// 2-CTA clusters for the wider tiles, TMA store, direct stores when N % 8 != 0) is step 11's.
+//
+// Like step 9, the kernel and its raw-pointer launcher need no ATen (CUDA_KERNELS_MATMUL_STANDALONE leaves out
+// the at::Tensor entry point).
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "cuda/matmul/hopper.cuh"
+
+namespace cuda_kernels::matmul_ladder {
+namespace wgmma12 {
+
+constexpr int kBM = 128;                      // rows of a block tile: 64 per consumer warpgroup (wgmma's M)
+constexpr int kBK = 64;                       // k per ring slot: one 128-byte swizzle row of 16-bit elements
+[[maybe_unused]] constexpr int kWgmmaK = 16;  // k per wgmma instruction
+constexpr int kSwizzleCols = 64;              // elements in one 128-byte swizzled row
+[[maybe_unused]] constexpr uint32_t kBoxBytes = 64 * kSwizzleCols * 2;  // one 64 x 64 box of 16-bit elements: 8 KB
+constexpr int kConsumers = 2;                                           // consumer warpgroups
+constexpr int kThreads = 128 * (1 + kConsumers);
+[[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 <= 65536
+[[maybe_unused]] constexpr int kConsumerRegs = 232;
+constexpr uint32_t kSwizzleAtom = 1024;  // bytes of 8 swizzled 128-byte rows: the pattern's period
+constexpr size_t kMaxSmem = 227 * 1024;  // dynamic shared memory one block may opt into on the H100
+constexpr int kGroupRows = 16;           // row tiles per group of the tile order (group_m = kGroupRows / cluster)
+
+// One kernel configuration: tile width BN, blocks per cluster CM (1, or 2 stacked along M sharing B by
+// multicast), ring depth S, and the consumer's output buffer width OutCols (BN: whole tile; less: BN / OutCols
+// passes, each waiting until TMA has read the previous one).
+template <int BN_, int CM_, int S_, int OutCols_>
+struct Config {
+  static constexpr int BN = BN_, CM = CM_, S = S_, kOutCols = OutCols_;
+  static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma widths 64, 128, 256 are instantiated");
+  static_assert(CM == 1 || BN / CM >= kSwizzleCols, "a block's share of the B slab is whole 64-wide boxes");
+  static_assert(BN % kOutCols == 0 && kOutCols % kSwizzleCols == 0, "the buffer holds whole boxes");
+  static constexpr uint32_t kABytes = kBM * kBK * 2;  // A slot: 128 rows x 64 k
+  static constexpr uint32_t kBBytes = BN * kBK * 2;   // B slot: 64 k x BN columns
+  static constexpr uint32_t kStageBytes = kABytes + kBBytes;
+  static constexpr uint32_t kOutBytes = 64 * kOutCols * 2;  // one consumer's output buffer
+  // The ring, then one output buffer per consumer, + slack to align the ring.
+  static constexpr size_t kSmemBytes = S * kStageBytes + kConsumers * kOutBytes + kSwizzleAtom;
+  static_assert(kSmemBytes + 1024 <= kMaxSmem, "ring + buffers (+ the static barriers) fit in 227 KB");
+  static constexpr int kAcc = BN / 2;  // fp32 accumulators per consumer thread: 64 x BN / 128
+};
+
+// The configurations the launcher picks from (by tile width).
+using Wide = Config<256, 2, 4, 128>;  // 128 x 256, 2-CTA clusters, 4 slots (48 KB each), two output passes
+using Mid = Config<128, 2, 6, 128>;   // 128 x 128, 2-CTA clusters, 6 slots (32 KB each), whole-tile buffer
+using Narrow = Config<64, 1, 8, 64>;  // 128 x 64, no cluster, 8 slots (24 KB each), whole-tile buffer
+
+using hopper::Operand;
+
+template <int BN, bool kBf16, int kTransA, int kTransB>
+__device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (BN == 256) {
+    hopper::wgmma_m64n256k16<kBf16, kTransA, kTransB>(d, desc_a, desc_b, scale_d);
+  } else if constexpr (BN == 128) {
+    hopper::wgmma_m64n128k16<kBf16, kTransA, kTransB>(d, desc_a, desc_b, scale_d);
+  } else {
+    hopper::wgmma_m64n64k16<kBf16, kTransA, kTransB>(d, desc_a, desc_b, scale_d);
+  }
+}
+
+// Stream-K bookkeeping: where partial tiles go, and the value that marks one as written in this launch.
+struct StreamK {
+  float* partials;   // one 128 x 256 fp32 tile per block (2 consumers x 128 threads x 128 values), or null
+  uint64_t* flags;   // one per block and consumer: == epoch once that partial tile is written
+  uint64_t epoch;    // unique per launch (nonzero); the owner resets the flag to 0 after reading
+  int64_t dp_tiles;  // super-tiles [0, dp_tiles) are data-parallel; the rest are split along K
+};
+constexpr int kPartialFloats = kConsumers * 128 * 128;  // per block: the widest tile's accumulators
+
+// What one cluster does, in order: whole super-tiles cluster_id, cluster_id + clusters, ... below dp_tiles (every
+// full wave), then its share of the k-slabs of the remaining super-tiles (fewer than `clusters`: the last,
+// partial wave), laid end to end (tile-major) and cut into `clusters` equal ranges, cluster 0 taking the last
+// range. A tile of that phase is cut into a head (k-slab 0 on), which ends the range of the cluster that owns
+// the tile, and one or more later pieces, each starting (tail) or making up (middle) the range of the clusters
+// with the next lower indices. The owner adds their partial sums and stores C; the others only write partial
+// sums. An owner waits only on lower-indexed clusters, which the GPU starts no later than the owner, so the wait
+// cannot deadlock even when not all clusters are resident at once. The split tiles are in flight together, like
+// one wave of data-parallel tiles, but each cluster is at a different k, so they share less of A and B in L2.
+enum class Role { kWhole, kOwner, kPartial };
+__device__ __forceinline__ int64_t split_range_begin(int64_t cluster, int64_t clusters, int64_t tiles, int64_t dp_tiles,
+                                                     int k_slabs) {
+  const int64_t sk_slabs = (tiles - dp_tiles) * k_slabs;
+  return dp_tiles * k_slabs + sk_slabs * (clusters - 1 - cluster) / clusters;
+}
+template <class F>
+__device__ __forceinline__ void for_each_work(int64_t cluster_id, int64_t clusters, int64_t tiles, int64_t dp_tiles,
+                                              int k_slabs, F&& f) {
+  for (int64_t tile = cluster_id; tile < dp_tiles; tile += clusters) f(tile, 0, k_slabs, Role::kWhole, 0);
+  if (dp_tiles == tiles) return;
+  const int64_t begin = split_range_begin(cluster_id, clusters, tiles, dp_tiles, k_slabs);
+  const int64_t end =
+      cluster_id == 0 ? tiles * k_slabs : split_range_begin(cluster_id - 1, clusters, tiles, dp_tiles, k_slabs);
+  for (int64_t it = begin; it < end;) {
+    const int64_t tile = it / k_slabs;
+    const int kb0 = static_cast<int>(it - tile * k_slabs);
+    const int kb1 = static_cast<int>(min(int64_t{k_slabs}, kb0 + (end - it)));
+    const Role role = kb0 > 0 ? Role::kPartial : (kb1 < k_slabs ? Role::kOwner : Role::kWhole);
+    // An owner's contributors: clusters cluster_id - 1, cluster_id - 2, ... whose ranges start inside the tile
+    // (every range holds at least one slab: plan_stream_k).
+    int contributors = 0;
+    if (role == Role::kOwner) {
+      while (cluster_id - 1 - contributors >= 0 && split_range_begin(cluster_id - 1 - contributors, clusters, tiles,
+                                                                     dp_tiles, k_slabs) < (tile + 1) * k_slabs)
+        ++contributors;
+    }
+    f(tile, kb0, kb1, role, contributors);
+    it += kb1 - kb0;
+  }
+}
+
+// C (M x N, row-major, 16-bit bits) = A @ B. kAMN: A is MN-major (stored as (K, M), m contiguous), else K-major
+// ((M, K), k contiguous). kBKMaj: B is K-major ((N, K), k contiguous), else MN-major ((K, N), n contiguous).
+// Tensor maps: A K-major {K, M} boxes {64, 128}; A MN-major {M, K} boxes {64, 64}; B MN-major {N, K} boxes
+// {64, 64}; B K-major {K, N} boxes {64, BN / CM}; C {N, M} boxes {64, 64}.
+template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
+__global__ void __launch_bounds__(kThreads, 1)
+    matmul_kernel_12_tuned_tiles(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                                 const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
+                                 int M, int N, int K, int group_m, StreamK sk) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int BN = Cfg::BN, CM = Cfg::CM, S = Cfg::S;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full_bar[S];
+  __shared__ __align__(8) uint64_t empty_bar[S];
+  // The ring: S A slots, then S B slots, then the output buffers, 1024-byte aligned (the swizzle pattern repeats
+  // every 1024 bytes and TMA and wgmma agree on it only from such a boundary).
+  const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
+  const uint32_t a_ring = ring, b_ring = ring + S * Cfg::kABytes, out_ring = b_ring + S * Cfg::kBBytes;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      hopper::mbar_init(hopper::smem_u32(&full_bar[s]), 1);
+      hopper::mbar_init(hopper::smem_u32(&empty_bar[s]), kConsumers * CM);
+    }
+    hopper::mbar_fence_init();
+  }
+  hopper::cluster_sync();  // the peer's multicast and arrivals may target our barriers from now on
+
+  const uint32_t rank = CM > 1 ? hopper::cluster_rank() : 0;
+  const int64_t cluster_id = blockIdx.x / CM, clusters = gridDim.x / CM;
+  const int m_tiles = (M + kBM - 1) / kBM, n_tiles = (N + BN - 1) / BN;
+  const int m_pairs = (m_tiles + CM - 1) / CM;  // super-tile rows: CM row tiles each
+  const int64_t tiles = int64_t{m_pairs} * n_tiles;
+  const int k_slabs = (K + kBK - 1) / kBK;
+  const int wg = threadIdx.x / 128;
+
+  if (wg == 0) {
+    // Producer: one thread fills slots in ring order, the same tile sequence as the consumers.
+    hopper::setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      int s = 0;
+      uint32_t phase = 0;
+      for_each_work(cluster_id, clusters, tiles, sk.dp_tiles, k_slabs, [&](int64_t tile, int kb0, int kb1, Role, int) {
+        int tp, tn;
+        hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+        const int m0 = (tp * CM + static_cast<int>(rank)) * kBM, n0 = tn * BN;
+        for (int kb = kb0; kb < kb1; ++kb) {
+          const int k0 = kb * kBK;
+          hopper::mbar_wait(hopper::smem_u32(&empty_bar[s]), phase ^ 1);
+          const uint32_t full = hopper::smem_u32(&full_bar[s]);
+          hopper::mbar_arrive_expect_tx(full, Cfg::kStageBytes);
+          const uint32_t a_dst = a_ring + s * Cfg::kABytes, b_dst = b_ring + s * Cfg::kBBytes;
+          if constexpr (kAMN) {
+            // Two 64 m x 64 k boxes, one per consumer, 8 KB apart.
+            for (int c = 0; c < kBM / kSwizzleCols; ++c)
+              hopper::tma_load_2d(a_dst + c * kBoxBytes, &tm_a, m0 + c * kSwizzleCols, k0, full);
+          } else {
+            hopper::tma_load_2d(a_dst, &tm_a, k0, m0, full);
+          }
+          // This block's share of the B slab (columns n0 + rank * BN / CM + [0, BN / CM)), into every block of
+          // the cluster (just this one when CM == 1).
+          constexpr int kShare = BN / CM;
+          const auto load_b = [&](uint32_t dst, int c0, int c1) {
+            if constexpr (CM > 1) {
+              hopper::tma_load_2d_multicast(dst, &tm_b, c0, c1, full, (1u << CM) - 1);
+            } else {
+              hopper::tma_load_2d(dst, &tm_b, c0, c1, full);
+            }
+          };
+          if constexpr (kBKMaj) {
+            // Rows of 64 k, 128 bytes each: the share starts rank * kShare rows in.
+            load_b(b_dst + rank * kShare * kBK * 2, k0, n0 + static_cast<int>(rank) * kShare);
+          } else {
+            // Boxes of 64 n x 64 k, 8 KB apart (the LBO of the MN-major descriptor): this block's kShare / 64.
+            for (int c = 0; c < kShare / kSwizzleCols; ++c) {
+              const int box = static_cast<int>(rank) * (kShare / kSwizzleCols) + c;
+              load_b(b_dst + box * kBoxBytes, n0 + box * kSwizzleCols, k0);
+            }
+          }
+          if (++s == S) s = 0, phase ^= 1;
+        }
+      });
+    }
+  } else {
+    hopper::setmaxnreg_inc<kConsumerRegs>();
+    const int consumer = wg - 1;
+    const int t = threadIdx.x % 128;
+    const int warp = t / 32, lane = t % 32;
+    // This consumer's 64 rows of the A slot: rows [64c, 64c + 64) (K-major) or the c-th 64 m x 64 k box
+    // (MN-major); both start 8 KB into the slot.
+    const uint32_t a_off = consumer * kBoxBytes;
+    // Descriptor strides (bytes). K-major: 8-row groups 1024 apart; each k16 step moves 32 bytes along the row.
+    // MN-major: 8-k groups 1024 apart, 64-wide M/N blocks 8 KB apart (one box); each k16 step moves 16 rows.
+    constexpr uint32_t kAStep = kAMN ? kWgmmaK * 128 : kWgmmaK * 2;
+    constexpr uint32_t kBStep = kBKMaj ? kWgmmaK * 2 : kWgmmaK * 128;
+    constexpr uint32_t kALbo = kAMN ? kBoxBytes : 16, kBLbo = kBKMaj ? 16 : kBoxBytes;
+
+    // Frees a slot in every block of the cluster: all their producers write into it.
+    const auto release = [&](int slot) {
+      const uint32_t bar = hopper::smem_u32(&empty_bar[slot]);
+#pragma unroll
+      for (uint32_t r = 0; r < CM; ++r) {
+        if (r == rank) {
+          hopper::mbar_arrive(bar);
+        } else {
+          hopper::mbar_arrive_cluster(hopper::cluster_map(bar, r));
+        }
+      }
+    };
+    float acc[Cfg::kAcc];
+    int s = 0;
+    uint32_t phase = 0;
+    // This consumer's slice of a block's partial tile: value i of thread t at [i / 4][t][i % 4] (float4 stores,
+    // each warp writing 512 contiguous bytes).
+    const auto partial_of = [&](int64_t block) {
+      return reinterpret_cast<float4*>(sk.partials + (block * kConsumers + consumer) * (128 * 128)) + t;
+    };
+    const auto flag_of = [&](int64_t block) { return sk.flags + block * kConsumers + consumer; };
+    for_each_work(cluster_id, clusters, tiles, sk.dp_tiles, k_slabs,
+                  [&](int64_t tile, int kb0, int kb1, Role role, int contributors) {
+                    int tp, tn;
+                    hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+                    const int tm = tp * CM + static_cast<int>(rank);
+                    int prev = -1;
+                    for (int kb = kb0; kb < kb1; ++kb) {
+                      hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
+                      hopper::wgmma_fence();
+                      const uint32_t a_base = a_ring + s * Cfg::kABytes + a_off, b_base = b_ring + s * Cfg::kBBytes;
+#pragma unroll
+                      for (int k = 0; k < kBK / kWgmmaK; ++k) {
+                        const uint64_t da = hopper::make_smem_desc(a_base + k * kAStep, kALbo, kSwizzleAtom);
+                        const uint64_t db = hopper::make_smem_desc(b_base + k * kBStep, kBLbo, kSwizzleAtom);
+                        // The first wgmma of a tile overwrites the accumulators (scale-d = 0) instead of adding.
+                        wgmma_tile<BN, kBf16, kAMN ? 1 : 0, kBKMaj ? 0 : 1>(acc, da, db, (kb != kb0 || k != 0));
+                      }
+                      hopper::wgmma_commit();
+                      // The batch issued before this one is done: its slot can be refilled.
+                      hopper::wgmma_wait<1>();
+                      if (prev >= 0 && t == 0) release(prev);
+                      prev = s;
+                      if (++s == S) s = 0, phase ^= 1;
+                    }
+                    hopper::wgmma_wait<0>();
+                    if (t == 0) release(prev);
+#pragma unroll
+                    for (int i = 0; i < Cfg::kAcc; ++i) hopper::reg_fence(acc[i]);
+
+                    if (role == Role::kPartial) {
+                      // A later piece of a split tile: hand the partial sums to the tile's owner (a higher-indexed
+                      // cluster) and publish them with a release after this warpgroup's stores.
+                      float4* dst = partial_of(blockIdx.x);
+#pragma unroll
+                      for (int q = 0; q < Cfg::kAcc / 4; ++q)
+                        dst[q * 128] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+                      hopper::named_barrier_sync(1 + consumer, 128);
+                      if (t == 0) hopper::st_release_gpu(flag_of(blockIdx.x), sk.epoch);
+                      return;
+                    }
+                    if (role == Role::kOwner) {
+                      // The head of a split tile: add the partial sums of the clusters below whose ranges start inside
+                      // this tile (the same block rank of each), once each has published them.
+                      for (int i = 1; i <= contributors; ++i) {
+                        const int64_t block = (cluster_id - i) * CM + rank;
+                        if (t == 0) {
+                          while (hopper::ld_acquire_gpu(flag_of(block)) != sk.epoch) {
+                          }
+                          hopper::st_relaxed_gpu(flag_of(block),
+                                                 0);  // ready for the next launch (read only after this one)
+                        }
+                        hopper::named_barrier_sync(1 + consumer, 128);
+                        const float4* src = partial_of(block);
+#pragma unroll
+                        for (int q = 0; q < Cfg::kAcc / 4; ++q) {
+                          const float4 v = __ldcg(src + q * 128);
+                          acc[4 * q] += v.x, acc[4 * q + 1] += v.y, acc[4 * q + 2] += v.z, acc[4 * q + 3] += v.w;
+                        }
+                      }
+                    }
+
+                    // Epilogue. wgmma's accumulator layout: acc[4j + h] (j < BN / 8) is row 16 * warp + lane / 4 (+ 8
+                    // for h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
+                    if (tma_store) {
+                      // Passes of kOutCols columns: 64 x 64 boxes 8 KB apart in the buffer, rows of 128 bytes whose
+                      // 16-byte chunks are XOR-swizzled with the row index (mod 8), as TMA reads them.
+                      const uint32_t buf = out_ring + consumer * Cfg::kOutBytes;
+                      constexpr int kChunks = Cfg::kOutCols / 8;  // 8-column chunks per pass
+                      // stmatrix j-pair (chunks jj, jj + 1): lanes 8i..8i+7 address matrix i = rows 8 * (i % 2) + lane
+                      // % 8 of the warp's 16, chunk jj + i / 2. The row's swizzle (row % 8) is lane % 8.
+                      const int i_mat = lane / 8;
+                      const uint32_t row = warp * 16 + (i_mat % 2) * 8 + lane % 8;
+                      const uint32_t row_addr = buf + row * 128;
+#pragma unroll
+                      for (int pass = 0; pass < BN / Cfg::kOutCols; ++pass) {
+                        // The previous pass's (or tile's) stores must have read the buffer before it is overwritten.
+                        if (t == 0) hopper::bulk_wait_read();
+                        hopper::named_barrier_sync(1 + consumer, 128);
+#pragma unroll
+                        for (int jj = 0; jj < kChunks; jj += 2) {
+                          const int j = pass * kChunks + jj;   // first chunk of the pair in the consumer's tile
+                          const uint32_t cc = jj + i_mat / 2;  // this lane's chunk within the pass; cc / 8 is the box
+                          const uint32_t addr = row_addr + (cc / 8) * kBoxBytes + (((cc % 8) ^ (lane % 8)) * 16);
+                          hopper::stmatrix_x4(addr, hopper::pack2<kBf16>(acc[4 * j], acc[4 * j + 1]),
+                                              hopper::pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]),
+                                              hopper::pack2<kBf16>(acc[4 * j + 4], acc[4 * j + 5]),
+                                              hopper::pack2<kBf16>(acc[4 * j + 6], acc[4 * j + 7]));
+                        }
+                        hopper::fence_proxy_async_smem();
+                        hopper::named_barrier_sync(1 + consumer, 128);
+                        if (t == 0) {
+                          const int m0 = tm * kBM + consumer * 64, n0 = tn * BN + pass * Cfg::kOutCols;
+#pragma unroll
+                          for (int box = 0; box < Cfg::kOutCols / kSwizzleCols; ++box)
+                            hopper::tma_store_2d(&tm_c, buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0);
+                          hopper::bulk_commit();
+                        }
+                      }
+                      return;
+                    }
+                    const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
+                    const int col0 = tn * BN + 2 * (lane % 4);
+                    const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
+                    if (full_tile) {
+#pragma unroll
+                      for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                          const int64_t idx = int64_t{row0 + 8 * h} * N + col0 + 8 * j;
+                          *reinterpret_cast<uint32_t*>(C + idx) =
+                              hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+                        }
+                      }
+                    } else {
+#pragma unroll
+                      for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                          const int row = row0 + 8 * h, col = col0 + 8 * j;
+                          if (row >= M || col >= N) continue;
+                          const int64_t idx = int64_t{row} * N + col;
+                          if (col + 1 < N && N % 2 == 0) {
+                            *reinterpret_cast<uint32_t*>(C + idx) =
+                                hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+                          } else {
+                            C[idx] = hopper::pack1<kBf16>(acc[4 * j + 2 * h]);
+                            if (col + 1 < N) C[idx + 1] = hopper::pack1<kBf16>(acc[4 * j + 2 * h + 1]);
+                          }
+                        }
+                      }
+                    }
+                  });
+  }
+  if (threadIdx.x % 128 == 0) hopper::bulk_wait();  // the last tile's stores are done before the block exits
+  hopper::cluster_sync();                           // the peer may still arrive on our barriers until it is done
+#endif
+}
+
+struct LaunchOptions {
+  int block_n = 0;     // 0: by shape; else 64, 128 or 256
+  int group_m = 0;     // 0: kGroupRows / cluster size
+  int max_blocks = 0;  // 0: the SM count
+  int stream_k = -1;   // -1: when it pays (and a workspace is given); 0: never; 1: whenever the tiles allow
+};
+
+// Scratch memory for stream-K (may be absent: then every tile is data-parallel). Its contents need no
+// initialization: a flag counts only when it holds this launch's epoch, and owners reset the flags they read.
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+// Bytes of workspace a grid of `blocks` blocks uses: a partial tile and a flag per consumer of each block.
+inline size_t workspace_bytes(int blocks) {
+  return static_cast<size_t>(blocks) * (kPartialFloats * sizeof(float) + kConsumers * sizeof(uint64_t));
+}
+constexpr int kMinStreamKSlabs = 16;  // shorter K: a tile's fixup (a 128 KB round trip through L2) costs too much
+// Stream-K is used when the last wave would leave more than this fraction of the clusters idle (a nearly full
+// last wave measured faster data-parallel).
+constexpr double kMinIdleFraction = 0.45;
+
+// Fills sk for a grid of `clusters` clusters over `super_tiles` super-tiles of k_slabs slabs: data-parallel
+// unless the last wave is partial, then the full waves data-parallel and the last one split along K evenly over
+// all clusters (for_each_work).
+inline StreamK plan_stream_k(int64_t super_tiles, int64_t clusters, int k_slabs, int cm, int mode,
+                             const Workspace& ws) {
+  StreamK sk{nullptr, nullptr, 0, super_tiles};
+  const int64_t rest = super_tiles % clusters;
+  const bool pays = k_slabs >= kMinStreamKSlabs && rest != 0 &&
+                    static_cast<double>(clusters - rest) > kMinIdleFraction * static_cast<double>(clusters);
+  const bool fits = ws.ptr != nullptr && ws.bytes >= workspace_bytes(static_cast<int>(clusters * cm));
+  // Every cluster's range must hold a slab (an empty one would publish nothing for its owner to wait on).
+  if (mode == 0 || !fits || super_tiles <= clusters || rest * k_slabs < clusters || (mode < 0 && !pays)) return sk;
+  static std::atomic<uint64_t> launches{0};
+  sk.partials = static_cast<float*>(ws.ptr);
+  sk.flags = reinterpret_cast<uint64_t*>(static_cast<char*>(ws.ptr) + clusters * cm * kPartialFloats * sizeof(float));
+  sk.epoch = launches.fetch_add(1, std::memory_order_relaxed) + 1;
+  sk.dp_tiles = super_tiles / clusters * clusters;  // the full waves
+  return sk;
+}
+
+template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
+cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
+                         cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1) {
+  constexpr int BN = Cfg::BN, CM = Cfg::CM;
+  auto* kernel = &matmul_kernel_12_tuned_tiles<Cfg, kBf16, kAMN, kBKMaj>;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> configured[kMaxDevices] = {};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device >= kMaxDevices || !configured[device].load(std::memory_order_relaxed)) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::kSmemBytes));
+    if (err != cudaSuccess) return err;
+    if (device < kMaxDevices) configured[device].store(true, std::memory_order_relaxed);
+  }
+  CUtensorMap map_a, map_b;
+  const bool ok_a = kAMN ? hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, M, K, a.ld, kSwizzleCols, kBK)
+                         : hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, K, M, a.ld, kSwizzleCols, kBM);
+  const bool ok_b = kBKMaj ? hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, K, N, b.ld, kSwizzleCols, BN / CM)
+                           : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK);
+  if (!ok_a || !ok_b) return cudaErrorInvalidValue;
+  // The output through TMA when its rows are 16-byte multiples (c is a fresh contiguous tensor: aligned base).
+  CUtensorMap map_c = {};
+  const bool tma_store = N % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
+                         hopper::encode_tensor_map_2d(&map_c, kBf16, c, N, M, N, kSwizzleCols, 64);
+  // Clusters the GPU holds at once (SMs pair up within GPCs only), read once per device.
+  static std::atomic<int> max_clusters[kMaxDevices] = {};
+  int fit = device < kMaxDevices ? max_clusters[device].load(std::memory_order_relaxed) : 0;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CM;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (fit == 0) {
+    cfg.gridDim = dim3(sms / CM * CM);
+    err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
+    if (err != cudaSuccess) return err;
+    if (fit < 1) return cudaErrorInvalidConfiguration;
+    if (device < kMaxDevices) max_clusters[device].store(fit, std::memory_order_relaxed);
+  }
+  const int64_t super_tiles = int64_t{(M + CM * kBM - 1) / (CM * kBM)} * ((N + BN - 1) / BN);
+  const int64_t clusters = std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / CM}});
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * CM));
+  if (group_m <= 0) group_m = std::max(1, kGroupRows / CM);
+  const StreamK sk = plan_stream_k(super_tiles, clusters, (K + kBK - 1) / kBK, CM, stream_k, ws);
+  return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m,
+                            sk);
+}
+
+// The tile width for an M x N output on `sms` SMs: the widest whose tile count keeps (nearly) every SM busy.
+inline int pick_block_n(int M, int N, int sms) {
+  const auto tiles = [&](int bn) { return int64_t{(M + kBM - 1) / kBM} * ((N + bn - 1) / bn); };
+  if (tiles(256) * 2 >= sms) return 256;
+  if (tiles(128) * 4 >= sms * 3) return 128;
+  return 64;
+}
+
+// Whether launch() with default options would want a stream-K workspace for this shape on `sms` SMs (assuming
+// every SM holds a block: the grid it plans for); without one it runs data-parallel.
+inline bool wants_workspace(int M, int N, int K, int sms) {
+  const int bn = pick_block_n(M, N, sms);
+  const int cm = bn == Narrow::BN ? Narrow::CM : (bn == Mid::BN ? Mid::CM : Wide::CM);
+  const int64_t super_tiles = int64_t{(M + cm * kBM - 1) / (cm * kBM)} * ((N + bn - 1) / bn);
+  const Workspace any{reinterpret_cast<void*>(uintptr_t{16}), workspace_bytes(sms)};  // a stand-in: size only
+  return plan_stream_k(super_tiles, sms / cm, (K + kBK - 1) / kBK, cm, -1, any).partials != nullptr;
+}
+
+template <bool kBf16, bool kAMN, bool kBKMaj>
+cudaError_t launch_layout(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms,
+                          const LaunchOptions& opt, const Workspace& ws, cudaStream_t stream) {
+  const int bn = opt.block_n != 0 ? opt.block_n : pick_block_n(M, N, sms);
+  const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
+  const int g = opt.group_m, sk = opt.stream_k;
+  if (bn == 64) return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk);
+  if (bn == 128) return launch_typed<Mid, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk);
+  return launch_typed<Wide, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk);
+}
+
+// C (M x N, row-major, contiguous) = A @ B for 16-bit A, B, C (bf16 when bf16, else fp16), fp32 accumulation.
+// 1 <= M, N, K < 2^31. The caller guarantees the Operand requirements.
+// ws: stream-K scratch (workspace_bytes(sms)), or none.
+inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms,
+                          cudaStream_t stream, const LaunchOptions& opt = {}, const Workspace& ws = {}) {
+  if (bf16) {
+    if (a.mn_major) {
+      return b.mn_major ? launch_layout<true, true, false>(M, N, K, a, b, c, sms, opt, ws, stream)
+                        : launch_layout<true, true, true>(M, N, K, a, b, c, sms, opt, ws, stream);
+    }
+    return b.mn_major ? launch_layout<true, false, false>(M, N, K, a, b, c, sms, opt, ws, stream)
+                      : launch_layout<true, false, true>(M, N, K, a, b, c, sms, opt, ws, stream);
+  }
+  if (a.mn_major) {
+    return b.mn_major ? launch_layout<false, true, false>(M, N, K, a, b, c, sms, opt, ws, stream)
+                      : launch_layout<false, true, true>(M, N, K, a, b, c, sms, opt, ws, stream);
+  }
+  return b.mn_major ? launch_layout<false, false, false>(M, N, K, a, b, c, sms, opt, ws, stream)
+                    : launch_layout<false, false, true>(M, N, K, a, b, c, sms, opt, ws, stream);
+}
+
+}  // namespace wgmma12
+}  // namespace cuda_kernels::matmul_ladder
+
+#ifndef CUDA_KERNELS_MATMUL_STANDALONE
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <limits>
+
+#include "cuda/matmul/ladder.h"
+#include "cuda/utils.cuh"
+
+namespace cuda_kernels::matmul_ladder {
+
+bool wgmma_available(int device);  // defined with step 9
+
+void launch_12_tuned_tiles(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
+  const at::ScalarType dtype = a.scalar_type();
+  TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kHalf,
+              "cuda_kernels.matmul: step 12_tuned_tiles supports bfloat16 and float16 only, got ", dtype);
+  TORCH_CHECK(b.scalar_type() == dtype && c.scalar_type() == dtype,
+              "cuda_kernels.matmul: step 12_tuned_tiles needs a, b and c of one dtype");
+  const int device = c.get_device();
+  TORCH_CHECK(
+      wgmma_available(device),
+      "cuda_kernels.matmul: step 12_tuned_tiles needs a compute capability 9.0 GPU and a build with sm_90a code");
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  constexpr int64_t kMaxDim = std::numeric_limits<int>::max();
+  TORCH_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim,
+              "cuda_kernels.matmul: step 12_tuned_tiles needs M, N, K < 2^31");
+  TORCH_CHECK(c.is_contiguous() && c.size(0) == M && c.size(1) == N,
+              "cuda_kernels.matmul: step 12_tuned_tiles needs a contiguous (M, N) output");
+  at::Tensor a_keep, b_keep;  // padded copies, when a or b cannot be read by TMA as they are
+  const hopper::Operand op_a = hopper::tma_operand(a, a_keep);
+  hopper::Operand op_b = hopper::tma_operand(b, b_keep);
+  op_b.mn_major = !op_b.mn_major;  // row-major (K, N) B has n contiguous
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  const int sms = sm_count(device);
+  // Stream-K scratch from the caching allocator (stream-ordered, so concurrent calls never share it; under graph
+  // capture it is the graph's own), only for shapes that use stream-K.
+  at::Tensor scratch;
+  wgmma12::Workspace ws;
+  if (wgmma12::wants_workspace(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), sms)) {
+    ws.bytes = wgmma12::workspace_bytes(sms);
+    scratch = at::empty({static_cast<int64_t>(ws.bytes)}, c.options().dtype(at::kByte));
+    ws.ptr = scratch.mutable_data_ptr();
+  }
+  const cudaError_t err = wgmma12::launch(dtype == at::kBFloat16, static_cast<int>(M), static_cast<int>(N),
+                                          static_cast<int>(K), op_a, op_b, c.mutable_data_ptr(), sms, stream, {}, ws);
+  TORCH_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step 12_tuned_tiles launch failed: ", cudaGetErrorString(err));
+}
+
+}  // namespace cuda_kernels::matmul_ladder
+#endif  // CUDA_KERNELS_MATMUL_STANDALONE
