@@ -41,7 +41,7 @@ def build_info() -> dict[str, Any]:
     Keys: mode ("installed" or "jit"), cuda (bool), archs (list like ["8.0", "9.0a", "9.0+PTX"], empty for CPU),
     debug (bool), torch (version built against), cuda_version (toolkit it was built with, or None),
     torch_runtime (the torch imported now), path (the loaded binary), matmul (what variant=0 runs on the current GPU
-    per dtype, and why, e.g. {"bfloat16": "11_tma_store: compute 9.0 (NVIDIA H100 ...), bfloat16: the fastest
+    per dtype, and why, e.g. {"bfloat16": "12_tuned_tiles: compute 9.0 (NVIDIA H100 ...), bfloat16: the fastest
     ladder step that runs here"}; empty without a CUDA build or a visible GPU).
     """
     if _C is None:
