@@ -68,7 +68,10 @@ const Step& pick_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, s
       }
       return kLadder[i];
     }
-    skipped += (skipped.empty() ? "" : ", ") + std::string(kLadder[i].name) + " (" + why_not + ")";
+    // Steps that never take this dtype are not worth naming; a step that takes it but cannot run here is.
+    if (kLadder[i].dtypes & matmul_ladder::dtype_bit(dtype)) {
+      skipped += (skipped.empty() ? "" : ", ") + std::string(kLadder[i].name) + " (" + why_not + ")";
+    }
   }
   // Unreachable: step 1 takes every dtype on every GPU.
   TORCH_CHECK(false, "cuda_kernels.matmul: no ladder step can run ", dtype, " here: ", skipped);
