@@ -377,29 +377,9 @@ namespace cuda_kernels::matmul_ladder {
 bool wgmma_available(int device);  // defined with step 9
 
 void launch_11_tma_store(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const at::ScalarType dtype = a.scalar_type();
-  TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kHalf,
-              "cuda_kernels.matmul: step 11_tma_store supports bfloat16 and float16 only, got ", dtype);
-  TORCH_CHECK(b.scalar_type() == dtype && c.scalar_type() == dtype,
-              "cuda_kernels.matmul: step 11_tma_store needs a, b and c of one dtype");
-  const int device = c.get_device();
-  TORCH_CHECK(wgmma_available(device),
-              "cuda_kernels.matmul: step 11_tma_store needs a compute capability 9.0 GPU and a build with sm_90a code");
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  constexpr int64_t kMaxDim = std::numeric_limits<int>::max();
-  TORCH_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim,
-              "cuda_kernels.matmul: step 11_tma_store needs M, N, K < 2^31");
-  TORCH_CHECK(c.is_contiguous() && c.size(0) == M && c.size(1) == N,
-              "cuda_kernels.matmul: step 11_tma_store needs a contiguous (M, N) output");
-  at::Tensor a_keep, b_keep;  // padded copies, when a or b cannot be read by TMA as they are
-  const hopper::Operand op_a = hopper::tma_operand(a, a_keep);
-  hopper::Operand op_b = hopper::tma_operand(b, b_keep);
-  op_b.mn_major = !op_b.mn_major;  // row-major (K, N) B has n contiguous
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  const cudaError_t err =
-      wgmma11::launch(dtype == at::kBFloat16, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), op_a, op_b,
-                      c.mutable_data_ptr(), sm_count(device), stream);
-  TORCH_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step 11_tma_store launch failed: ", cudaGetErrorString(err));
+  const hopper::Call call = hopper::prepare_call("11_tma_store", a, b, c, &wgmma_available);
+  hopper::check_launch("11_tma_store", wgmma11::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c,
+                                                       sm_count(call.device), call.stream));
 }
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -555,39 +555,19 @@ namespace cuda_kernels::matmul_ladder {
 bool wgmma_available(int device);  // defined with step 9
 
 void launch_12_tuned_tiles(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const at::ScalarType dtype = a.scalar_type();
-  TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kHalf,
-              "cuda_kernels.matmul: step 12_tuned_tiles supports bfloat16 and float16 only, got ", dtype);
-  TORCH_CHECK(b.scalar_type() == dtype && c.scalar_type() == dtype,
-              "cuda_kernels.matmul: step 12_tuned_tiles needs a, b and c of one dtype");
-  const int device = c.get_device();
-  TORCH_CHECK(
-      wgmma_available(device),
-      "cuda_kernels.matmul: step 12_tuned_tiles needs a compute capability 9.0 GPU and a build with sm_90a code");
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  constexpr int64_t kMaxDim = std::numeric_limits<int>::max();
-  TORCH_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim,
-              "cuda_kernels.matmul: step 12_tuned_tiles needs M, N, K < 2^31");
-  TORCH_CHECK(c.is_contiguous() && c.size(0) == M && c.size(1) == N,
-              "cuda_kernels.matmul: step 12_tuned_tiles needs a contiguous (M, N) output");
-  at::Tensor a_keep, b_keep;  // padded copies, when a or b cannot be read by TMA as they are
-  const hopper::Operand op_a = hopper::tma_operand(a, a_keep);
-  hopper::Operand op_b = hopper::tma_operand(b, b_keep);
-  op_b.mn_major = !op_b.mn_major;  // row-major (K, N) B has n contiguous
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  const int sms = sm_count(device);
+  const hopper::Call call = hopper::prepare_call("12_tuned_tiles", a, b, c, &wgmma_available);
+  const int sms = sm_count(call.device);
   // Stream-K scratch from the caching allocator (stream-ordered, so concurrent calls never share it; under graph
   // capture it is the graph's own), only for shapes that use stream-K.
   at::Tensor scratch;
   wgmma12::Workspace ws;
-  if (wgmma12::wants_workspace(static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), sms)) {
+  if (wgmma12::wants_workspace(call.M, call.N, call.K, sms)) {
     ws.bytes = wgmma12::workspace_bytes(sms);
     scratch = at::empty({static_cast<int64_t>(ws.bytes)}, c.options().dtype(at::kByte));
     ws.ptr = scratch.mutable_data_ptr();
   }
-  const cudaError_t err = wgmma12::launch(dtype == at::kBFloat16, static_cast<int>(M), static_cast<int>(N),
-                                          static_cast<int>(K), op_a, op_b, c.mutable_data_ptr(), sms, stream, {}, ws);
-  TORCH_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step 12_tuned_tiles launch failed: ", cudaGetErrorString(err));
+  hopper::check_launch("12_tuned_tiles", wgmma12::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c, sms,
+                                                         call.stream, {}, ws));
 }
 
 }  // namespace cuda_kernels::matmul_ladder

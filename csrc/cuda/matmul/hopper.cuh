@@ -469,6 +469,10 @@ inline bool encode_tensor_map_2d(CUtensorMap* map, bool bf16, const void* base, 
 // ATen side: fitting tensors to what TMA can read (left out of the standalone harness, which has no ATen).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <limits>
 
 namespace cuda_kernels::hopper {
 
@@ -494,6 +498,54 @@ inline Operand tma_operand(const at::Tensor& t, at::Tensor& keep) {
   keep = at::empty({rows, pitch}, t.options());
   keep.narrow(1, 0, cols).copy_(t);
   return {keep.const_data_ptr(), pitch, false};
+}
+
+// One call of a Hopper ladder step (9-12) as its raw-pointer launcher takes it: the inputs checked, a and b
+// described for TMA (with their padded copies, when needed, kept alive until the launch is enqueued).
+struct Call {
+  bool bf16;
+  int M, N, K;
+  Operand a, b;
+  void* c;
+  int device;
+  cudaStream_t stream;
+  at::Tensor a_keep, b_keep;
+};
+
+// What every Hopper step's at::Tensor launcher starts with; `step` names it in the errors ("09_wgmma_tma").
+inline Call prepare_call(const char* step, const at::Tensor& a, const at::Tensor& b, at::Tensor& c,
+                         bool (*wgmma_available)(int device)) {
+  constexpr const char* op = "cuda_kernels.matmul";
+  const at::ScalarType dtype = a.scalar_type();
+  TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kHalf, op, ": step ", step,
+              " supports bfloat16 and float16 only, got ", dtype);
+  TORCH_CHECK(b.scalar_type() == dtype && c.scalar_type() == dtype, op, ": step ", step,
+              " needs a, b and c of one dtype");
+  const int device = c.get_device();
+  TORCH_CHECK(wgmma_available(device), op, ": step ", step,
+              " needs a compute capability 9.0 GPU and a build with sm_90a code");
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  constexpr int64_t kMaxDim = std::numeric_limits<int>::max();  // TMA coordinates and the kernels' indices are int
+  TORCH_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim, op, ": step ", step, " needs M, N, K < 2^31");
+  TORCH_CHECK(c.is_contiguous() && c.size(0) == M && c.size(1) == N, op, ": step ", step,
+              " needs a contiguous (M, N) output");
+  Call call{dtype == at::kBFloat16,
+            static_cast<int>(M),
+            static_cast<int>(N),
+            static_cast<int>(K),
+            {},
+            {},
+            c.mutable_data_ptr(),
+            device,
+            c10::cuda::getCurrentCUDAStream().stream()};
+  call.a = tma_operand(a, call.a_keep);
+  call.b = tma_operand(b, call.b_keep);
+  call.b.mn_major = !call.b.mn_major;  // row-major (K, N) B has n contiguous
+  return call;
+}
+
+inline void check_launch(const char* step, cudaError_t err) {
+  TORCH_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step ", step, " launch failed: ", cudaGetErrorString(err));
 }
 
 }  // namespace cuda_kernels::hopper
