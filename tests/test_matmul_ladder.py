@@ -190,7 +190,8 @@ def test_default_step(dtype):
     assert reason.startswith(f"compute {major}.{minor} ({torch.cuda.get_device_name()})"), reason
     if dtype in (torch.float32, torch.float64):
         assert name == "06_async_pipeline", (name, reason)
-        assert "07_mma_sync (supports float16 and bfloat16, got" in reason, reason
+        # Steps that never take the dtype are not listed as skipped; every SIMT step can run here.
+        assert "skipped" not in reason, reason
     elif (major, minor) >= (8, 0):
         assert name >= "08_mma_pipeline", (name, reason)
     a = rand(300, 264, dtype=dtype, device="cuda", seed=_seed("default", dtype, "a"))
