@@ -42,7 +42,7 @@ def build_info() -> dict[str, Any]:
     debug (bool), torch (version built against), cuda_version (toolkit it was built with, or None),
     torch_runtime (the torch imported now), path (the loaded binary), matmul (what variant=0 runs on the current GPU
     per dtype, and why, e.g. {"bfloat16": "12_tuned_tiles: compute 9.0 (NVIDIA H100 ...), bfloat16: the fastest
-    ladder step that runs here"}; empty without a CUDA build or a visible GPU).
+    ladder step that runs here"}; empty without a CUDA build, a visible GPU, or a GPU that can be queried).
     """
     if _C is None:
         raise _LOAD_ERROR
@@ -62,11 +62,15 @@ def build_info() -> dict[str, Any]:
 
 
 def _matmul_paths() -> dict[str, str]:
-    """{dtype: "step_name: why"} for variant 0 on the current CUDA device (the extension's own pick)."""
+    """{dtype: "step_name: why"} for variant 0 on the current CUDA device (the extension's own pick); {} when the
+    device cannot be queried (e.g. a driver too old for the CUDA runtime: the doctor explains that case)."""
     paths = {}
-    for dtype in ("float32", "float64", "bfloat16", "float16"):
-        _variant, name, reason = _C._matmul_default_step(dtype, -1)
-        paths[dtype] = f"{name}: {reason}"
+    try:
+        for dtype in ("float32", "float64", "bfloat16", "float16"):
+            _variant, name, reason = _C._matmul_default_step(dtype, -1)
+            paths[dtype] = f"{name}: {reason}"
+    except RuntimeError:  # torch.AcceleratorError is one; build_info() must describe even a binary that cannot run
+        return {}
     return paths
 
 

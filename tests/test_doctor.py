@@ -248,3 +248,15 @@ def test_build_info_and_doctor_name_the_matmul_path() -> None:
     if torch.cuda.get_device_capability() >= (8, 0):
         variant, name, reason = cuda_kernels._C._matmul_default_step("bfloat16", -1)
         assert variant >= 7 and info["matmul"]["bfloat16"] == f"{name}: {reason}"
+
+
+def test_build_info_survives_a_gpu_that_cannot_be_queried(monkeypatch) -> None:
+    """A driver too old for the CUDA runtime makes the matmul-path query raise: build_info() must still describe the
+    binary (the session check and the doctor call it first), with no matmul path."""
+    import cuda_kernels
+
+    def fail(dtype_name: str, device_index: int = -1):
+        raise RuntimeError("CUDA error: CUDA driver version is insufficient for CUDA runtime version")
+
+    monkeypatch.setattr(cuda_kernels._C, "_matmul_default_step", fail, raising=False)
+    assert cuda_kernels._matmul_paths() == {}
