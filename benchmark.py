@@ -50,7 +50,7 @@ import torch
 from torch import Tensor
 
 import cuda_kernels
-from cuda_kernels.testing import matmul_error_bound, tf32_matmul_error_bound
+from cuda_kernels.testing import ALLOW_CPU_ONLY_ENV, cpu_only_allowed, matmul_error_bound, tf32_matmul_error_bound
 
 REPO_ROOT = Path(__file__).resolve().parent
 
@@ -1359,16 +1359,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# A GPU host with a CPU-only build of the extension: the run times the CPU kernels, and its first line says so
-# (tests/conftest.py stops the test session in the same case). This variable marks the CPU-only build deliberate.
-ALLOW_CPU_ONLY_ENV = "CUDA_KERNELS_ALLOW_CPU_ONLY"
-
-
 def cpu_only_build_notice() -> str:
     """The line printed first when a CUDA device is visible but the extension has no CUDA; "" otherwise."""
     if not torch.cuda.is_available() or cuda_kernels.build_info()["cuda"]:
         return ""
-    if os.environ.get(ALLOW_CPU_ONLY_ENV, "") not in ("", "0"):
+    if cpu_only_allowed():
         return f"note: CPU-only build on a host with a CUDA device ({ALLOW_CPU_ONLY_ENV}=1): timing the CPU kernels"
     return (
         "WARNING: a CUDA device is visible but the extension was built without CUDA (WITH_CUDA=0 or no toolkit "

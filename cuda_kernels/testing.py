@@ -16,6 +16,7 @@ K tail or accumulating in TF32 or bf16 exceed the bound by orders of magnitude f
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 from torch import Tensor
@@ -69,3 +70,13 @@ def tf32_matmul_error_bound(a: Tensor, b: Tensor, ref: Tensor) -> Tensor:
     abs_prod = (a.double().abs() @ b.double().abs()).to(ref.device)
     per_s = (2 * u_in + u_in**2) + (1 + u_in) ** 2 * accumulation_factor(a.shape[1]) * u_acc
     return u_out * ref.abs() + tiny_out + (1 + u_out) * per_s * abs_prod
+
+
+# A GPU host with a CPU-only build of the extension: the test session stops at the start (tests/conftest.py) and
+# benchmark.py says so on its first line, unless this variable marks the CPU-only build as deliberate.
+ALLOW_CPU_ONLY_ENV = "CUDA_KERNELS_ALLOW_CPU_ONLY"
+
+
+def cpu_only_allowed() -> bool:
+    """Whether CUDA_KERNELS_ALLOW_CPU_ONLY is set to something other than "" or "0"."""
+    return os.environ.get(ALLOW_CPU_ONLY_ENV, "") not in ("", "0")

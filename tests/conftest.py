@@ -9,13 +9,16 @@ import pytest
 import torch
 
 import cuda_kernels
-from cuda_kernels.testing import matmul_error_bound  # noqa: F401  (tests import it from here)
+from cuda_kernels.testing import (
+    ALLOW_CPU_ONLY_ENV,
+    cpu_only_allowed,
+    matmul_error_bound,  # noqa: F401  (tests import it from here)
+)
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 # A GPU host must not pass the suite on a CPU-only build by skipping every CUDA case: the session stops at the start
 # (pytest_configure below) unless CUDA_KERNELS_ALLOW_CPU_ONLY=1 says the CPU-only build is deliberate.
-ALLOW_CPU_ONLY_ENV = "CUDA_KERNELS_ALLOW_CPU_ONLY"
 
 
 def cuda_session_check(
@@ -40,7 +43,7 @@ def cuda_session_check(
 HAS_GPU = torch.cuda.is_available()
 _BUILD_INFO = cuda_kernels.build_info()
 EXT_HAS_CUDA = _BUILD_INFO["cuda"]
-ALLOW_CPU_ONLY = os.environ.get(ALLOW_CPU_ONLY_ENV, "") not in ("", "0")
+ALLOW_CPU_ONLY = cpu_only_allowed()
 CUDA_SKIP_REASON, CUDA_SESSION_ERROR = cuda_session_check(HAS_GPU, EXT_HAS_CUDA, ALLOW_CPU_ONLY, _BUILD_INFO["path"])
 
 
