@@ -22,6 +22,7 @@ import tempfile
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn.functional  # noqa: F401  (imported before init_process_group: see worker())
 import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -71,7 +72,7 @@ def train(model: nn.Module, x: torch.Tensor, target: torch.Tensor, steps: int, l
 
 
 def worker(rank: int, world: int, args: argparse.Namespace, init_method: str) -> None:
-    """One DDP process: train on its slice of the batch; rank 0 also runs the single-process reference."""
+    """One DDP process: join the process group, train and check, then leave the group cleanly."""
     use_cuda = args.device == "cuda"
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
@@ -79,46 +80,58 @@ def worker(rank: int, world: int, args: argparse.Namespace, init_method: str) ->
         torch.cuda.set_device(device)
     dist.init_process_group(args.backend, init_method=init_method, rank=rank, world_size=world)
     try:
-        dtype = getattr(torch, args.dtype)
-        x, target = make_batch(args.batch, args.d_in, args.d_out, dtype)
-        per_rank = args.batch // world
-        rows = slice(rank * per_rank, (rank + 1) * per_rank)
-        if args.corrupt and rank == world - 1:  # the last rank trains on the wrong rows: the check must fail
-            rows = slice(0, per_rank)
-        model = TinyModel(args.d_in, args.hidden, args.d_out, dtype).to(device)
-        ddp = DDP(model, device_ids=[local_rank] if use_cuda else None)
-        grads = train(ddp, x[rows].to(device), target[rows].to(device), args.steps, args.lr)
-
-        # Every rank ends with the same parameters as rank 0.
-        for p in model.parameters():
-            p0 = p.detach().clone()
-            dist.broadcast(p0, src=0)
-            if not torch.equal(p0, p.detach()):
-                raise RuntimeError(f"rank {rank}: parameters differ from rank 0's")
-
-        if rank == 0:
-            ref_model = TinyModel(args.d_in, args.hidden, args.d_out, dtype).to(device)
-            ref_grads = train(ref_model, x.to(device), target.to(device), args.steps, args.lr)
-            rtol, atol = TOLERANCE[dtype]
-            worst = 0.0
-            for step, (got, want) in enumerate(zip(grads, ref_grads, strict=True)):
-                for name, g, w in zip(("w1", "w2"), got, want, strict=True):
-                    torch.testing.assert_close(
-                        g, w, rtol=rtol, atol=atol, msg=lambda m, s=step, n=name: f"step {s} grad {n}: {m}"
-                    )
-                    worst = max(worst, ((g - w).abs() / (w.abs() + atol)).max().item())
-            for name, p, q in zip(("w1", "w2"), model.parameters(), ref_model.parameters(), strict=True):
-                torch.testing.assert_close(
-                    p.detach(), q.detach(), rtol=rtol, atol=atol, msg=lambda m, n=name: f"param {n}: {m}"
-                )
-            print(
-                f"OK: {world} processes ({args.backend}, {device.type}, {args.dtype}) match one process on the full batch "
-                f"over {args.steps} steps; worst relative gradient difference {worst:.2e}",
-                flush=True,
-            )
+        # Every DDP object lives and dies inside train_and_check, so that destroy_process_group below holds the
+        # last reference to the process group and really destroys it, joining the gloo worker threads. A group
+        # still alive at interpreter exit (also when torch.distributed.nn.functional is first imported after
+        # init: it binds group.WORLD as a default argument, hence the early import) keeps threads that release
+        # the tensors of finished collectives and need the GIL that finalization no longer hands out:
+        # std::terminate, exit code -6 under torchrun (spawned workers leave through os._exit and never see it).
+        train_and_check(rank, world, args, device, local_rank)
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def train_and_check(rank: int, world: int, args: argparse.Namespace, device: torch.device, local_rank: int) -> None:
+    """Train on this rank's slice of the batch; rank 0 also runs the single-process reference and compares."""
+    dtype = getattr(torch, args.dtype)
+    x, target = make_batch(args.batch, args.d_in, args.d_out, dtype)
+    per_rank = args.batch // world
+    rows = slice(rank * per_rank, (rank + 1) * per_rank)
+    if args.corrupt and rank == world - 1:  # the last rank trains on the wrong rows: the check must fail
+        rows = slice(0, per_rank)
+    model = TinyModel(args.d_in, args.hidden, args.d_out, dtype).to(device)
+    ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    grads = train(ddp, x[rows].to(device), target[rows].to(device), args.steps, args.lr)
+
+    # Every rank ends with the same parameters as rank 0.
+    for p in model.parameters():
+        p0 = p.detach().clone()
+        dist.broadcast(p0, src=0)
+        if not torch.equal(p0, p.detach()):
+            raise RuntimeError(f"rank {rank}: parameters differ from rank 0's")
+
+    if rank != 0:
+        return
+    ref_model = TinyModel(args.d_in, args.hidden, args.d_out, dtype).to(device)
+    ref_grads = train(ref_model, x.to(device), target.to(device), args.steps, args.lr)
+    rtol, atol = TOLERANCE[dtype]
+    worst = 0.0
+    for step, (got, want) in enumerate(zip(grads, ref_grads, strict=True)):
+        for name, g, w in zip(("w1", "w2"), got, want, strict=True):
+            torch.testing.assert_close(
+                g, w, rtol=rtol, atol=atol, msg=lambda m, s=step, n=name: f"step {s} grad {n}: {m}"
+            )
+            worst = max(worst, ((g - w).abs() / (w.abs() + atol)).max().item())
+    for name, p, q in zip(("w1", "w2"), model.parameters(), ref_model.parameters(), strict=True):
+        torch.testing.assert_close(
+            p.detach(), q.detach(), rtol=rtol, atol=atol, msg=lambda m, n=name: f"param {n}: {m}"
+        )
+    print(
+        f"OK: {world} processes ({args.backend}, {device.type}, {args.dtype}) match one process on the full batch "
+        f"over {args.steps} steps; worst relative gradient difference {worst:.2e}",
+        flush=True,
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -7,6 +7,7 @@ under torchrun; a corrupted run must fail. NCCL with one process per GPU needs t
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -47,6 +48,48 @@ def test_ddp_gloo_cpu_torchrun() -> None:
         "--device", "cpu", "--steps", "3",
     )  # fmt: skip
     assert_ok(proc, "OK: 2 processes (gloo, cpu, float64) match one process")
+
+
+THREAD_PROBE = """
+import os, sys
+sys.path.insert(0, {examples!r})
+import ddp_train
+
+def count_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+destroy = ddp_train.dist.destroy_process_group
+
+def destroy_and_count() -> None:
+    before = count_threads()
+    destroy()
+    print(f"rank {{os.environ['RANK']}}: native threads {{before}} -> {{count_threads()}}", flush=True)
+
+ddp_train.dist.destroy_process_group = destroy_and_count
+sys.exit(ddp_train.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc (Linux)")
+def test_ddp_torchrun_destroys_process_group(tmp_path) -> None:
+    """Under torchrun the process group must die in destroy_process_group, not at interpreter exit.
+
+    A group that outlives it keeps gloo worker threads that can abort the process during finalization (one run in
+    ten on a 2-core machine); the race is rare, the cause is not: the backend's threads must be gone right after.
+    """
+    probe = tmp_path / "probe.py"
+    probe.write_text(THREAD_PROBE.format(examples=os.path.dirname(EXAMPLE)))
+    proc = run_example(
+        "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(probe), "--backend", "gloo",
+        "--device", "cpu", "--steps", "2",
+    )  # fmt: skip
+    assert_ok(proc, "OK: 2 processes (gloo, cpu, float64) match one process")
+    counts = re.findall(r"rank (\d): native threads (\d+) -> (\d+)", proc.stdout)
+    assert sorted(rank for rank, _, _ in counts) == ["0", "1"], proc.stdout
+    for rank, before, after in counts:
+        assert int(after) < int(before), (
+            f"rank {rank}: the gloo threads outlived destroy_process_group ({before} -> {after})"
+        )
 
 
 def test_ddp_check_can_fail() -> None:
