@@ -3,7 +3,7 @@
 #
 # Prints one line per tool with its error count; exits 1 if any tool found an error or any test failed.
 # Skips (exit 0, with the reason) when there is no GPU, no CUDA build of the extension or no compute-sanitizer;
-# SANITIZE_REQUIRE=1 turns a skip into a failure (use it on the GPU machine).
+# SANITIZE_REQUIRE=1 turns a skip into a failure (use it where a GPU is expected, so a skip cannot pass as clean).
 #
 # Knobs (environment):
 #   SANITIZE_TOOLS      tools to run                     (default: memcheck racecheck initcheck synccheck)

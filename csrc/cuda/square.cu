@@ -22,17 +22,15 @@
 namespace cuda_kernels {
 namespace {
 
-// Launch shape, measured on H100s with scripts/square_tune.cu (fraction of the device-to-device copy of the same
-// bytes; docs/benchmarks.md, "Square launch shape"):
-//  * one pass of 128-thread blocks, 2 packs per thread: 0.995-1.004x from 2^24 elements up (fp32). 256-thread
-//    blocks ran as fast on one H100 but at 0.972-0.985x on another.
-//  * a grid sized from the SM count that strides over the tensor loses there: 0.94-0.95x at 2^26-2^28 with one
-//    wave of blocks, still 0.98-0.996x with 32 waves, as the blocks drift apart in memory.
+// Launch shape (docs/benchmarks.md, "Square launch shape", has the H100 measurements behind each choice):
+//  * one pass of 128-thread blocks, 2 packs per thread, for large tensors: it matches the device-to-device copy
+//    of the same bytes, where 256-thread blocks did not on every H100.
+//  * no grid sized from the SM count that strides over the tensor: its blocks drift apart in memory as they
+//    loop, and it stays below the copy even with many waves.
 //  * the SM count decides the work per thread instead. Mid-size tensors, whose 2-pack grid needs more than one
 //    wave (SMs x resident blocks per SM) but whose 4-pack grid fits in kFewWaves waves, get 4 packs per thread:
-//    the whole tensor is in flight at once, up to 1.13x the copy (16 MB: fp32 2^22, fp64 2^21; torch's fp64
-//    kernel does this, which made it 7% faster than our 2 packs). Smaller tensors keep 2 packs: spread over more
-//    SMs they ran 1-4% faster than with 4 (fp16/bf16 2^12-2^18 against torch.square).
+//    the whole tensor is then in flight at once (torch's float64 kernel does the same). Smaller tensors keep 2
+//    packs, which spreads them over more SMs.
 constexpr int kThreads = 128;        // threads per block
 constexpr int kBytesPerAccess = 16;  // one 128-bit memory instruction per pack
 constexpr int kPacksManyWaves = 2;   // independent packs loaded per thread before the first store: large tensors
