@@ -1,4 +1,4 @@
-"""Reference checks shared by the tests (tests/conftest.py) and the benchmark (benchmark.py).
+"""Reference checks shared by the tests (tests/conftest.py) and the benchmark (cuda_kernels.bench).
 
 matmul error model, for c = a @ b of dtype T with K-term dot products accumulated in type A (float32; float64
 for float64), compared with ref = a.double() @ b.double() computed from the same (already rounded) inputs:
@@ -74,6 +74,46 @@ def tf32_matmul_error_bound(a: Tensor, b: Tensor, ref: Tensor) -> Tensor:
 
 # A GPU host with a CPU-only build of the extension: the test session stops at the start (tests/conftest.py) and
 # benchmark.py says so on its first line, unless this variable marks the CPU-only build as deliberate.
+# Shapes whose float64 reference may be skipped (with a note) when it does not fit in device memory.
+MATMUL_MAX_CHECKED_DIM = 8192
+
+
+def check_matmul(a: Tensor, b: Tensor, out: Tensor, tf32: bool = False) -> tuple[bool | None, str]:
+    """The one matmul check of the tests and the benchmark: (ok, message) for out = a @ b.
+
+    a: (M, K), b: (K, N), out: (M, N), all one dtype on one device. ok is True when every element is within
+    matmul_error_bound (tf32_matmul_error_bound with tf32) of ref = a.double() @ b.double(); False with a message
+    naming the count of bad elements, the first one and the worst error/bound (NaN counts as bad); None ("not
+    checked", with the reason) when the float64 reference of a large shape fits neither the device nor the host.
+    """
+    m, k = a.shape
+    n = b.shape[1]
+    if out.shape != (m, n) or out.dtype != a.dtype or out.device != a.device:
+        return False, (
+            f"got {tuple(out.shape)} {out.dtype} on {out.device}, expected ({m}, {n}) {a.dtype} on {a.device}"
+        )
+    bound_fn = tf32_matmul_error_bound if tf32 else matmul_error_bound
+    try:
+        ref = a.double() @ b.double()
+        bound = bound_fn(a, b, ref)
+    except torch.OutOfMemoryError:
+        if max(m, n, k) > MATMUL_MAX_CHECKED_DIM:
+            return None, "not checked: the float64 reference does not fit in device memory"
+        ref = a.cpu().double() @ b.cpu().double()
+        ref, bound = ref.to(a.device), bound_fn(a.cpu(), b.cpu(), ref).to(a.device)
+    got = out.double()
+    err = (got - ref).abs()
+    bad = ~(err <= bound)  # NaN compares False, so NaN counts as bad
+    if not bad.any():
+        return True, ""
+    i, j = (int(v) for v in bad.nonzero()[0])
+    return False, (
+        f"{int(bad.sum())} of {out.numel()} elements out of tolerance; first at ({i}, {j}): got "
+        f"{got[i, j].item():.9g}, expected {ref[i, j].item():.9g} (bound {bound[i, j].item():.3g}); "
+        f"worst error/bound {(err / bound).nan_to_num(float('inf')).max().item():.3g}"
+    )
+
+
 ALLOW_CPU_ONLY_ENV = "CUDA_KERNELS_ALLOW_CPU_ONLY"
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """cuda_kernels.square against torch.square on the CPU: interleaved A/B timing, robust to a noisy shared machine.
 
-    PYTHONPATH=. python scripts/cpu_square_bench.py                        # 2^20..2^24, all 4 dtypes
-    PYTHONPATH=. python scripts/cpu_square_bench.py --dtypes bfloat16 --log2 20 --rounds 60
-    ATEN_CPU_CAPABILITY=avx2 PYTHONPATH=. python scripts/cpu_square_bench.py   # both sides dispatch AVX2 kernels
+    python scripts/cpu_square_bench.py                        # 2^20..2^24, all 4 dtypes
+    python scripts/cpu_square_bench.py --dtypes bfloat16 --log2 20 --rounds 60
+    ATEN_CPU_CAPABILITY=avx2 python scripts/cpu_square_bench.py   # both sides dispatch AVX2 kernels
 
 Two modes (--modes), each a separate table:
   api     as users call them: cuda_kernels.square goes through its Python autograd registration
@@ -14,7 +14,7 @@ cache lines and garbage-collector passes it brings), which matters only while on
 
 Method. Both sides allocate their output on every call (the same CPU allocator, so the same page-fault pattern),
 both run on torch.get_num_threads() threads. One *sample* times `reps` back-to-back calls (reps chosen so a sample
-lasts about --sample-ms) and keeps the mean per call. A *round* takes one sample of ours and one of torch's, in
+lasts about --sample-ms) and keeps the median per call (cuda_kernels.bench.timing.time_fn). A *round* takes one sample of ours and one of torch's, in
 alternating order (AB, BA, AB, ...) so that slow drift of the machine hits both sides alike; the round's ratio is
 t_torch / t_ours (> 1: ours is faster). Reported per case: the median ratio over rounds and its spread (25th-75th
 percentile), and each side's median time per call with the effective bandwidth (bytes read + written).
@@ -26,30 +26,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import statistics
-import time
 
 import torch
 
 import cuda_kernels
+from cuda_kernels.bench import timing
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 def time_per_call(fn, x: torch.Tensor, reps: int) -> float:
-    """Mean seconds per call over `reps` back-to-back calls, each allocating its own output."""
-    start = time.perf_counter()
-    for _ in range(reps):
-        fn(x)
-    return (time.perf_counter() - start) / reps
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+    """Median seconds per call over `reps` back-to-back calls (the harness's CPU timing), each allocating its
+    own output."""
+    config = timing.TimingConfig(warmup_ms=0.0, min_reps=reps, max_reps=reps, max_time_s=math.inf, ci_rel_tol=None)
+    return timing.time_fn(lambda: fn(x), "cpu", config).median_ms * 1e-3
 
 
 def bench_case(dtype: torch.dtype, numel: int, rounds: int, sample_ms: float, mode: str) -> dict:
@@ -84,8 +76,8 @@ def _bench_case(dtype: torch.dtype, numel: int, rounds: int, sample_ms: float, m
         "dtype": str(dtype).removeprefix("torch."),
         "log2": numel.bit_length() - 1,
         "ratio_median": statistics.median(ratios),
-        "ratio_p25": quantile(ratios, 0.25),
-        "ratio_p75": quantile(ratios, 0.75),
+        "ratio_p25": timing.quantile(ratios, 0.25),
+        "ratio_p75": timing.quantile(ratios, 0.75),
         "ours_us": med_ours * 1e6,
         "torch_us": med_ref * 1e6,
         "ours_gbs": bytes_moved / med_ours / 1e9,

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """Cross-checks benchmark.py's timing against triton.testing.do_bench on the same torch reference calls.
 
-    python scripts/crosscheck_do_bench.py docs/results/crosscheck_h100.json
+    python scripts/crosscheck_do_bench.py docs/results/h100_crosscheck.json    # needs a CUDA GPU and triton
 
 Times torch.square (float32, 2^24 and 2^28 elements) and torch.mm (4096 x 4096 x 4096, float32 with TF32 off,
-and bfloat16) twice: with benchmark.time_fn (the harness's own timing: CUDA events, L2 flush, warm-up, stable
+and bfloat16) twice: with timing.time_fn (the harness's own timing: CUDA events, L2 flush, warm-up, stable
 median) and with triton.testing.do_bench(return_mode="median"). Prints both medians and their ratio and writes
 them as JSON to the given path.
 
@@ -22,16 +22,14 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmark.py lives at the repo root
-
-import benchmark  # noqa: E402
+from cuda_kernels.bench import env, run, table, timing
 
 # (op, dtype, shape): the torch reference of each case is timed, never our kernels.
 CASES = [
-    benchmark.Case("square", torch.float32, (2**24,)),
-    benchmark.Case("square", torch.float32, (2**28,)),
-    benchmark.Case("matmul", torch.float32, (4096, 4096, 4096)),
-    benchmark.Case("matmul", torch.bfloat16, (4096, 4096, 4096)),
+    table.Case("square", torch.float32, (2**24,)),
+    table.Case("square", torch.float32, (2**28,)),
+    table.Case("matmul", torch.float32, (4096, 4096, 4096)),
+    table.Case("matmul", torch.bfloat16, (4096, 4096, 4096)),
 ]
 
 
@@ -40,12 +38,12 @@ def crosscheck(tolerance: float) -> list[dict[str, Any]]:
     from triton.testing import do_bench
 
     device = torch.device("cuda")
-    flush = benchmark.make_flush_buffer(device)
+    flush = timing.make_flush_buffer(device)
     rows = []
     for case in CASES:
-        inputs = benchmark.make_inputs(case, device)
-        fn = benchmark.make_fn(case, benchmark.Impl("torch"), inputs)
-        harness_ms = benchmark.time_fn(fn, device, benchmark.CUDA_TIMING, flush).median_ms
+        inputs = run.make_inputs(case, device)
+        fn = run.make_fn(case, table.Impl("torch"), inputs)
+        harness_ms = timing.time_fn(fn, device, timing.CUDA_TIMING, flush).median_ms
         do_bench_ms = do_bench(fn, return_mode="median")
         ratio = harness_ms / do_bench_ms
         rows.append(
@@ -95,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import triton
 
-    settings = {"tolerance": args.tolerance, "timing": asdict(benchmark.CUDA_TIMING), "triton": triton.__version__}
-    env = benchmark.collect_env(torch.device("cuda"), settings)
+    settings = {"tolerance": args.tolerance, "timing": asdict(timing.CUDA_TIMING), "triton": triton.__version__}
+    environment = env.collect_env(torch.device("cuda"), settings)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"env": env, "rows": rows}, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps({"env": environment, "rows": rows}, indent=1) + "\n")
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -6,8 +6,9 @@ a LINEINFO=1 build and a DEBUG=1 build (device code -G), in one run on one GPU.
 
 Each configuration runs in its own process (CUDA_LAUNCH_BLOCKING is read when the CUDA context is created; the
 DEBUG and LINEINFO builds are JIT builds, CUDA_KERNELS_JIT=1, cached beside the release one, so the installed
-extension is not touched). A case's time is wall clock per call over a loop of back-to-back calls followed by one
-synchronize: what a training loop sees, host overhead included (CUDA events would hide the cost of
+extension is not touched). Inputs and calls come from the benchmark's op table (cuda_kernels.bench); the timing is
+not the harness's CUDA events on purpose: a case's time is wall clock per call over a loop of back-to-back calls
+followed by one synchronize: what a training loop sees, host overhead included (CUDA events would hide the cost of
 CUDA_LAUNCH_BLOCKING, which is the host waiting for every kernel). Median of several such loops.
 The first JIT build of a configuration compiles every source (minutes for DEBUG=1); its time is reported too.
 """
@@ -51,21 +52,12 @@ def measure() -> dict[str, object]:
     load_s = time.perf_counter() - t0
     info = cuda_kernels.build_info()
     results = {}
+    from cuda_kernels.bench.run import make_fn, make_inputs
+    from cuda_kernels.bench.table import Case, Impl
+
     for name, op, shape, dtype in CASES:
-        dt = getattr(torch, dtype)
-        if op == "square":
-            x = torch.randn(shape, device="cuda", dtype=dt)
-
-            def call(x: torch.Tensor = x) -> torch.Tensor:
-                return cuda_kernels.square(x)
-        else:
-            m, n, k = shape
-            a = torch.randn(m, k, device="cuda", dtype=dt)
-            b = torch.randn(k, n, device="cuda", dtype=dt)
-
-            def call(a: torch.Tensor = a, b: torch.Tensor = b) -> torch.Tensor:
-                return cuda_kernels.matmul(a, b)
-
+        case = Case(op, getattr(torch, dtype), shape)
+        call = make_fn(case, Impl("ours"), make_inputs(case, "cuda"))  # the benchmark table's inputs and call
         call()
         torch.cuda.synchronize()
         # Calls per loop: from one timed call, so that a loop lasts about LOOP_S.

@@ -5,11 +5,11 @@
     python scripts/tune_matmul.py --shapes 4096 8192x1024x4096 --configs none --json out.json
     NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING pip install --no-build-isolation -e .   # compile candidates
 
-float32 by default (--dtype for others), random normal inputs. Per case: correctness first (relative Frobenius error
-against a float64 product, which must stay under 1e-5 for float32/float64, 1e-2 for float16/bfloat16, and within 4x
-of torch.mm's), then a few warm-up calls, then at least --reps
-timed calls, each one between two CUDA events with a 256 MB buffer zeroed before it (so no call finds its inputs in
-L2); the median is reported. Shapes are M x N x K. Step 6's configurations are forced with the environment
+float32 by default (--dtype for others), random normal inputs. Per case: correctness first (every element within the
+error bound of cuda_kernels.testing.check_matmul, as the tests and the benchmark; the relative Frobenius error is
+reported beside), then the benchmark harness's timing (cuda_kernels.bench.timing.time_fn: warm-up, CUDA events, an
+L2 flush before every call) for at least --reps calls, until the median is stable or --max-s is spent; the median
+is reported. Shapes are M x N x K. Step 6's configurations are forced with the environment
 variable CUDA_KERNELS_MATMUL_06_CONFIG, which the launcher reads at every call.
 """
 
@@ -22,16 +22,18 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import torch
 
 import cuda_kernels
+from cuda_kernels.bench import timing
 from cuda_kernels.ops import matmul_cuda_variants
+from cuda_kernels.testing import check_matmul
 
 DEFAULT_SHAPES = ["1024", "2048", "4096", "8192", "4000", "8192x1024x4096", "1x4096x4096"]
 CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
-FLUSH_BYTES = 256 * 2**20
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -56,26 +58,6 @@ def step6_configs() -> list[str]:
     finally:
         del os.environ[CONFIG_ENV]
     raise RuntimeError("step 6 accepted an unknown configuration name")
-
-
-def time_call(fn: Callable[[], torch.Tensor], reps: int, flush: torch.Tensor, max_s: float) -> list[float]:
-    """Milliseconds of each of >= reps timed calls (more while under max_s seconds, up to 3 * reps)."""
-    for _ in range(3):  # warm-up: module load, cudaFuncSetAttribute, clocks
-        fn()
-    torch.cuda.synchronize()
-    times: list[float] = []
-    spent = 0.0
-    while len(times) < reps or (spent < max_s and len(times) < 3 * reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        ms = start.elapsed_time(end)
-        times.append(ms)
-        spent += ms / 1e3
-    return times
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -113,7 +95,8 @@ def time_shape(
     gen = torch.Generator(device="cuda").manual_seed(m * 31 + n * 7 + k)
     a = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
     b = torch.randn(k, n, device="cuda", generator=gen).to(dtype)
-    max_err = 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5
+    # At least --reps samples, until the median is stable or --max-s is spent (the harness's stop rule).
+    config = replace(timing.CUDA_TIMING, min_reps=args.reps, max_time_s=args.max_s, ci_rel_tol=None, rounds=1)
     ref = a.double() @ b.double()
     flops = 2.0 * m * n * k
     cases: list[tuple[str, Callable[[], torch.Tensor], str | None]] = [("torch.mm", lambda: torch.mm(a, b), None)]
@@ -129,17 +112,18 @@ def time_shape(
         if cfg is not None:
             os.environ[CONFIG_ENV] = cfg
         try:
-            err = rel_error(fn(), ref)
-            ok = err < max_err and err <= 4 * torch_err + 1e-7
-            times = time_call(fn, args.reps, flush, args.max_s) if ok else []
+            out = fn()
+            err = rel_error(out, ref)
+            ok, why = check_matmul(a, b, out)
+            times = timing.time_fn(fn, "cuda", config, flush).samples_ms if ok else []
         except RuntimeError as e:  # a launch failure: report it, keep timing the others
             print(f"ERROR {label} at {m}x{n}x{k}: {str(e).splitlines()[0]}")
-            err, ok, times = float("nan"), False, []
+            err, ok, why, times = float("nan"), False, "", []
         finally:
             os.environ.pop(CONFIG_ENV, None)
         if not ok:
             all_ok = False
-            print(f"WRONG {label} at {m}x{n}x{k}: rel error {err:.3g} (torch.mm {torch_err:.3g})")
+            print(f"WRONG {label} at {m}x{n}x{k}: {why or 'raised'}")
         med = statistics.median(times) if times else float("nan")
         rows.append(
             {
@@ -192,7 +176,7 @@ def main() -> int:
     print(f"# {info}")
     print(f"# variants: {ladder}; step-6 configurations: {configs}")
 
-    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    flush = timing.make_flush_buffer("cuda")
     results: list[dict] = []
     failed = False
     for shape_text in args.shapes:

@@ -11,6 +11,7 @@ import torch
 import cuda_kernels
 from cuda_kernels.testing import (
     ALLOW_CPU_ONLY_ENV,
+    check_matmul,
     cpu_only_allowed,
     matmul_error_bound,  # noqa: F401  (tests import it from here)
 )
@@ -94,25 +95,13 @@ requires_cuda = pytest.mark.skipif(bool(CUDA_SKIP_REASON), reason=CUDA_SKIP_REAS
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[requires_cuda, pytest.mark.gpu])]
 
-# matmul tolerance: the error model in cuda_kernels/testing.py (shared with benchmark.py).
+# matmul tolerance: the error model and the check in cuda_kernels/testing.py (shared with the benchmark).
 
 
 def assert_matmul_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
-    """Checks out against float64 a @ b within matmul_error_bound; reports the worst element on failure."""
-    assert out.dtype == a.dtype and out.shape == (a.shape[0], b.shape[1]) and out.device == a.device
-    ref = a.double() @ b.double()
-    got = out.double()
-    assert not torch.isnan(got).any(), "NaN in the output"
-    bound = matmul_error_bound(a, b, ref)
-    err = (got - ref).abs()
-    bad = err > bound
-    if bad.any():
-        idx = tuple(int(i) for i in bad.nonzero()[0])
-        raise AssertionError(
-            f"{int(bad.sum())} of {err.numel()} elements out of tolerance; first at {idx}: "
-            f"got {got[idx].item()}, expected {ref[idx].item()} (bound {bound[idx].item():.3g}); "
-            f"worst error/bound {(err / bound.clamp_min(1e-300)).max().item():.3g}"
-        )
+    """out must equal float64 a @ b within matmul_error_bound (cuda_kernels.testing.check_matmul, as the benchmark)."""
+    ok, message = check_matmul(a, b, out)
+    assert ok, message
 
 
 def rand(*shape: int, dtype: torch.dtype = torch.float32, device: str = "cpu", seed: int = 0) -> torch.Tensor:

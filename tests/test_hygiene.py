@@ -1,7 +1,7 @@
 """Hygiene: the package and its tools load no pickles without weights_only, reach no network, and write only to
 their build, cache and dump directories or to output paths the user names.
 
-Static checks (AST) over cuda_kernels/*.py, benchmark.py and scripts/*.py (shell scripts in scripts/ by regex):
+Static checks (AST) over cuda_kernels/**/*.py, benchmark.py and scripts/*.py (shell scripts in scripts/ by regex):
   - torch.load must pass weights_only=True; no pickle/dill/joblib loads, no numpy allow_pickle=True;
   - no imports of network modules (urllib, requests, socket, http, ...), no curl/wget in scripts;
   - every call that writes to the file system (open(..., "w"), Path.write_text, os.makedirs, shutil.*, torch.save,
@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def python_files() -> list[str]:
-    files = sorted(glob.glob(os.path.join(ROOT, "cuda_kernels", "*.py")))
+    files = sorted(glob.glob(os.path.join(ROOT, "cuda_kernels", "**", "*.py"), recursive=True))
     files += [os.path.join(ROOT, "benchmark.py")] if os.path.exists(os.path.join(ROOT, "benchmark.py")) else []
     files += sorted(glob.glob(os.path.join(ROOT, "scripts", "*.py")))
     return files
@@ -49,9 +49,9 @@ PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib
 ALLOWED_WRITES = {
     ("cuda_kernels/_dump.py", "write_dump"): "a repro dump into CUDA_KERNELS_DUMP_DIR / set_dump_dir(), only if set",
     ("cuda_kernels/_jit.py", "load"): "the JIT build cache: CUDA_KERNELS_JIT_DIR or ~/.cache/cuda_kernels/jit",
-    ("benchmark.py", "write_json"): "--json PATH given by the user",
-    ("benchmark.py", "write_csv"): "--csv PATH given by the user",
-    ("benchmark.py", "plot_records"): "--plot PATH given by the user",
+    ("cuda_kernels/bench/report.py", "write_json"): "--json PATH given by the user",
+    ("cuda_kernels/bench/report.py", "write_csv"): "--csv PATH given by the user",
+    ("cuda_kernels/bench/report.py", "plot_records"): "--plot PATH given by the user",
     ("scripts/crosscheck_do_bench.py", "main"): "the OUT path given on the command line",
     ("scripts/tune_matmul.py", "main"): "--json PATH given by the user",
     ("scripts/debug_costs.py", "main"): "--json PATH given by the user",

@@ -1,6 +1,6 @@
 """A compiler that links the C++ runtime statically still gives a working extension, or a clear stop.
 
-The GPU machine's CC/CXX are wrappers (`g++ -B/opt/gcc/... "$@"`) whose -B folder holds libstdc++.a but no
+A container image's CC/CXX can be wrappers (`g++ -B/opt/gcc/... "$@"`) whose -B folder holds libstdc++.a but no
 libstdc++.so, so g++'s implicit -lstdc++ takes the archive: the extension then carries its own copy of the C++
 runtime, and the first error message that formats a number crashes or stops early (docs/debugging.md). Here a
 wrapper g++ whose -B folder holds only this machine's libstdc++.a does the same. In a temporary copy of setup.py,
@@ -61,7 +61,7 @@ def _skip_reason() -> str:
 
 
 def _make_static_runtime_compiler(folder: str) -> str:
-    """A g++ wrapper like the GPU machine's: its -B folder holds only libstdc++.a, so -lstdc++ finds the archive."""
+    """A g++ wrapper like a container image's: its -B folder holds only libstdc++.a, so -lstdc++ finds the archive."""
     gxx = shutil.which("g++")
     archive = subprocess.run([gxx, "-print-file-name=libstdc++.a"], capture_output=True, text=True).stdout.strip()
     libdir = os.path.join(folder, "gcclib")
