@@ -26,7 +26,11 @@ The extension is linked against the shared C++ runtime that torch has loaded in 
 copy of the runtime (such a binary crashes on the first error message that formats a number). After linking,
 the binary's DT_NEEDED entries are checked: one without a shared libstdc++ is deleted and the build stops with the fix.
 
-Object files are kept in build/<tag>/ so that a rebuild after editing one file recompiles only that file.
+Object files are kept in build/<variant>/ (cpu, cuda, cuda-debug, cuda-lineinfo, ...) so that a rebuild after
+editing one file recompiles only that file.
+
+Every decision above is made by cuda_kernels/_build_config.build_plan(), which the JIT loader (CUDA_KERNELS_JIT=1,
+cuda_kernels/_jit.py) calls too: this file only carries the plan out.
 """
 
 import importlib.util
@@ -57,83 +61,39 @@ except ImportError:
         "install torch, then run: pip install --no-build-isolation -e ."
     )
 
-# torch.utils.cpp_extension reads CUDA_HOME once at import: point it at a real toolkit first.
-_cuda_home = cfg_mod.find_cuda_home()
-if _cuda_home and not os.environ.get("CUDA_HOME"):
-    os.environ["CUDA_HOME"] = _cuda_home
+try:
+    # Every decision of the build, made where the JIT loader makes it too (cuda_kernels/_build_config.py).
+    plan = cfg_mod.build_plan()
+except cfg_mod.BuildPlanError as err:  # WITH_CUDA=1 that cannot be built, an unreadable arch list: one line
+    sys.exit(f"cuda_kernels: {err}")
+# Before torch.utils.cpp_extension is imported: it reads CUDA_HOME once, at import.
+plan.export_cuda_home()
+os.environ.update(plan.build_env)
 
 from setuptools import setup  # noqa: E402
 from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension  # noqa: E402
 
+for line in plan.report():
+    print(line)
 
-def _choose_cuda() -> tuple[bool, str]:
-    forced = os.environ.get("WITH_CUDA")
-    have_toolkit = _cuda_home is not None
-    torch_cuda = torch.version.cuda is not None
-    if forced is not None and forced != "":
-        want = cfg_mod.env_flag("WITH_CUDA")
-        if want and not have_toolkit:
-            sys.exit("cuda_kernels: WITH_CUDA=1 but no CUDA toolkit (nvcc and headers) was found; set CUDA_HOME")
-        if want and not torch_cuda:
-            sys.exit(f"cuda_kernels: WITH_CUDA=1 but torch {torch.__version__} is a CPU-only build")
-        return want, f"WITH_CUDA={forced}"
-    if not have_toolkit:
-        return False, "no CUDA toolkit found (set CUDA_HOME or WITH_CUDA=1 to insist)"
-    if not torch_cuda:
-        return False, f"torch {torch.__version__} is a CPU-only build"
-    return True, f"CUDA toolkit at {_cuda_home} and torch built with CUDA {torch.version.cuda}"
-
-
-with_cuda, why = _choose_cuda()
-arch_list = None
-if with_cuda:
-    gpu_caps = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
-    try:
-        arch_list, arch_why = cfg_mod.resolve_arch_list(gpu_caps, _cuda_home)
-    except ValueError as err:  # an unreadable TORCH_CUDA_ARCH_LIST or COMPUTE_CAPABILITY: one line, no traceback
-        sys.exit(f"cuda_kernels: {err}")
-    if arch_list:
-        # In numbers (torch's names expanded): torch compiles exactly what the binary's arch tag says.
-        os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list
-    nvcc_ver = cfg_mod.nvcc_version(_cuda_home) or "?"
-    print(f"cuda_kernels: building the CUDA extension ({why}); nvcc {nvcc_ver}; archs from {arch_why}")
-    if nvcc_ver.split(".")[0] != torch.version.cuda.split(".")[0]:
-        print(
-            f"cuda_kernels: warning: nvcc {nvcc_ver} and torch's CUDA {torch.version.cuda} differ in major version; "
-            "the build may fail or the module may not load. Use a toolkit matching torch."
-        )
-else:
-    print(f"cuda_kernels: building the CPU-only extension ({why})")
-
-os.environ["MAX_JOBS"] = str(cfg_mod.max_jobs())
-cfg = cfg_mod.make_config(with_cuda, arch_list, cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI))
-if cfg.debug or cfg.lineinfo:
-    print(f"cuda_kernels: DEBUG={int(cfg.debug)} LINEINFO={int(cfg.lineinfo)}")
-
-sources = [os.path.relpath(s, ROOT) for s in cfg_mod.sources(with_cuda)]
-Extension = CUDAExtension if with_cuda else CppExtension
-extra = {"cxx": cfg.cxx_flags}
-if with_cuda:
-    extra["nvcc"] = cfg.nvcc_flags
-cxx_runtime = cfg_mod.cxx_runtime_link_args()
-if cxx_runtime:
-    print(f"cuda_kernels: linking against the C++ runtime torch loaded: {cxx_runtime[0]}")
-ext = Extension(
+extra = {"cxx": list(plan.cxx_flags)}
+if plan.with_cuda:
+    extra["nvcc"] = list(plan.nvcc_flags)
+ext = (CUDAExtension if plan.with_cuda else CppExtension)(
     name="cuda_kernels._C",
-    sources=sources,
-    include_dirs=[os.path.join(ROOT, "csrc")],
+    sources=[os.path.relpath(src, ROOT) for src in plan.sources],
+    include_dirs=list(plan.include_dirs),
     extra_compile_args=extra,
-    extra_link_args=(["-g"] if cfg.debug else []) + cfg_mod.openmp_flags() + cxx_runtime,
+    extra_link_args=list(plan.link_args),
 )
 
 
 class BuildExt(BuildExtension):
-    """Keeps objects in a persistent build/<tag> folder, so ninja recompiles only what changed."""
+    """Keeps objects in a persistent build/<variant> folder, so ninja recompiles only what changed."""
 
     def finalize_options(self):
         super().finalize_options()
-        tag = f"{'cuda' if with_cuda else 'cpu'}{'-debug' if cfg.debug else ''}{'-lineinfo' if cfg.lineinfo else ''}"
-        self.build_temp = os.path.join(ROOT, "build", tag)
+        self.build_temp = os.path.join(ROOT, "build", plan.variant)
 
     def build_extension(self, ext):
         # setuptools links into build/lib* and copies to the source tree afterwards: a binary refused here never
@@ -147,8 +107,8 @@ class BuildExt(BuildExtension):
         if problem:
             os.remove(path)
             how = (
-                f"even though the link named {cxx_runtime[0]}"
-                if cxx_runtime
+                f"even though the link named {plan.cxx_runtime}"
+                if plan.cxx_runtime
                 else f"no shared libstdc++ was named on the link: {cfg_mod.LINK_SHARED_CXX_RUNTIME_ENV}=0, or torch "
                 "loaded none"
             )

@@ -1,4 +1,8 @@
-"""Build configuration shared by setup.py (installed build) and cuda_kernels._jit (JIT loop).
+"""The build plan shared by setup.py (installed build) and cuda_kernels._jit (JIT loop): build_plan().
+
+build_plan() makes every decision of a build once: CUDA or not (and why), the toolkit (CUDA_HOME), the arch list,
+the compiler and linker flags, the sources, the build tags. setup.py and the JIT loader only carry it out, so the
+two cannot drift apart. The functions below it are its parts (the doctor and the tests use some of them alone).
 
 This file must stay importable without torch and without the package's __init__: setup.py loads it by path.
 Every switch is an environment variable; setup.py's docstring lists them for users.
@@ -13,7 +17,9 @@ import re
 import shutil
 import struct
 import subprocess
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import NoReturn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,20 +69,21 @@ _ARCH_RE = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
 GB_PER_COMPILE_JOB = 2.0
 
 
-def env_flag(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
+def env_flag(name: str, default: bool = False, env: Mapping[str, str] = os.environ) -> bool:
+    """A yes/no switch: unset or empty -> default; "0", "false", "no", "off" (any case) -> False; else True."""
+    value = env.get(name)
     if value is None or value == "":
         return default
     return value.strip().lower() not in ("0", "false", "no", "off")
 
 
-def find_cuda_home() -> str | None:
+def find_cuda_home(env: Mapping[str, str] = os.environ) -> str | None:
     """The CUDA toolkit root: CUDA_HOME/CUDA_PATH, else nvcc's folder, else /usr/local/cuda.
 
     torch guesses dirname(dirname(which nvcc)), which is wrong when nvcc on PATH is a wrapper script
     (e.g. /usr/local/bin/nvcc -> /usr/local/cuda-13.0/bin/nvcc); so each candidate must hold the headers.
     """
-    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    candidates = [env.get("CUDA_HOME"), env.get("CUDA_PATH")]
     nvcc = shutil.which("nvcc")
     if nvcc:
         candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
@@ -89,6 +96,7 @@ def find_cuda_home() -> str | None:
 
 
 def nvcc_version(cuda_home: str) -> str | None:
+    """The version `nvcc --version` prints, e.g. "13.0.88"; None when that nvcc cannot be run or read."""
     try:
         out = subprocess.run(
             [os.path.join(cuda_home, "bin", "nvcc"), "--version"], capture_output=True, text=True, timeout=60
@@ -168,7 +176,9 @@ def normalize_arch_list(arch_list: str) -> str:
     return ";".join(out)
 
 
-def resolve_arch_list(gpu_capabilities: list[tuple[int, int]], cuda_home: str | None = None) -> tuple[str | None, str]:
+def resolve_arch_list(
+    gpu_capabilities: list[tuple[int, int]], cuda_home: str | None = None, env: Mapping[str, str] = os.environ
+) -> tuple[str | None, str]:
     """Returns (TORCH_CUDA_ARCH_LIST to use, in numbers; a line saying why). gpu_capabilities: the visible GPUs'.
 
     TORCH_CUDA_ARCH_LIST always wins (torch's names expanded: normalize_arch_list; "native" means the visible
@@ -176,8 +186,8 @@ def resolve_arch_list(gpu_capabilities: list[tuple[int, int]], cuda_home: str | 
     TORCH_CUDA_ARCH_LIST only when that is unset; when both are set and differ we say so and keep the list.
     With neither: the visible GPUs' archs, else the default for the nvcc in cuda_home (default_arch_list).
     """
-    arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
-    cc = os.environ.get("COMPUTE_CAPABILITY", "").strip()
+    arch_list = env.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    cc = env.get("COMPUTE_CAPABILITY", "").strip()
     cc_list = ";".join(_cc_to_arch(c) for c in cc.replace(",", ";").split(";") if c.strip()) if cc else ""
     if arch_list:
         normalized = normalize_arch_list(arch_list)
@@ -249,10 +259,10 @@ def decode_arch_tag(tag: str) -> list[str]:
     return archs
 
 
-def max_jobs() -> int:
+def max_jobs(env: Mapping[str, str] = os.environ) -> int:
     """MAX_JOBS if set, else min(cores, free GB / GB_PER_COMPILE_JOB), at least 1."""
-    if os.environ.get("MAX_JOBS"):
-        return max(1, int(os.environ["MAX_JOBS"]))
+    if env.get("MAX_JOBS"):
+        return max(1, int(env["MAX_JOBS"]))
     cores = os.cpu_count() or 1
     try:
         with open("/proc/meminfo") as f:
@@ -275,8 +285,6 @@ def sources(with_cuda: bool) -> list[str]:
 
 def openmp_flags() -> list[str]:
     """-fopenmp where torch's CPU parallelism is OpenMP (Linux builds of torch); none elsewhere (macOS clang)."""
-    import sys
-
     return ["-fopenmp"] if sys.platform.startswith("linux") else []
 
 
@@ -312,14 +320,14 @@ def loaded_cxx_runtime(maps: str = "/proc/self/maps") -> str | None:
     return None
 
 
-def cxx_runtime_link_args() -> list[str]:
+def cxx_runtime_link_args(env: Mapping[str, str] = os.environ) -> list[str]:
     """Linker inputs that bind the extension to the C++ runtime torch has loaded: [its path], or [] (nothing
-    loaded, not Linux, or CUDA_KERNELS_LINK_SHARED_CXX_RUNTIME=0). setup.py and the JIT loader both add these.
+    loaded, not Linux, or CUDA_KERNELS_LINK_SHARED_CXX_RUNTIME=0). Part of BuildPlan.link_args.
 
     The library is named by path (a library folder may have libstdc++.so.6 but no libstdc++.so for -lstdc++ to
     find); ld records its soname, libstdc++.so.6, not the path.
     """
-    if not env_flag(LINK_SHARED_CXX_RUNTIME_ENV, default=True):
+    if not env_flag(LINK_SHARED_CXX_RUNTIME_ENV, default=True, env=env):
         return []
     path = loaded_cxx_runtime()
     return [path] if path else []
@@ -409,23 +417,177 @@ def cxx_runtime_problem(path: str, rebuild: str = "pip install --no-build-isolat
     )
 
 
-@dataclass
-class BuildConfig:
+# ---------------------------------------------------------------------------------------------------------
+# The build plan: every decision above, made once, for setup.py and the JIT loader alike.
+
+
+class BuildPlanError(ValueError):
+    """A build that cannot be planned as asked: WITH_CUDA=1 without a toolkit or with a CPU-only torch, an unreadable
+    TORCH_CUDA_ARCH_LIST or COMPUTE_CAPABILITY. The message has no prefix: setup.py prints it after "cuda_kernels: ",
+    the JIT loader after "cuda_kernels (JIT): "."""
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    """What a build needs to know of the torch it builds against; TorchInfo.current() asks the imported torch."""
+
+    version: str  # torch.__version__, e.g. "2.14.1+cu130"
+    cuda: str | None  # torch.version.cuda, e.g. "13.0"; None for a CPU-only build of torch
+    cxx11_abi: bool | None  # torch._C._GLIBCXX_USE_CXX11_ABI; None: pass no -D_GLIBCXX_USE_CXX11_ABI
+    # The visible GPUs' compute capabilities, e.g. [(9, 0)]. Called only when a CUDA build is planned: asking
+    # torch.cuda talks to the driver, which a CPU-only build has no business doing.
+    gpu_capabilities: Callable[[], list[tuple[int, int]]]
+
+    @staticmethod
+    def current() -> TorchInfo:
+        """The torch imported in this process (imported here if it is not yet)."""
+        import torch
+
+        def gpu_capabilities() -> list[tuple[int, int]]:
+            return [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())]
+
+        return TorchInfo(
+            version=torch.__version__,
+            cuda=torch.version.cuda,
+            cxx11_abi=bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+            gpu_capabilities=gpu_capabilities,
+        )
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """One build of csrc/, fully decided (build_plan() makes it). Paths are absolute; flags in compiler order."""
+
     with_cuda: bool
-    debug: bool
-    lineinfo: bool
-    arch_list: str | None
-    cxx_flags: list[str] = field(default_factory=list)
-    nvcc_flags: list[str] = field(default_factory=list)
-    defines: list[str] = field(default_factory=list)
+    why: str  # why CUDA or not, e.g. "WITH_CUDA=0", "torch 2.14.1+cpu is a CPU-only build"
+    cuda_home: str | None  # the toolkit found (kept for a CPU-only build too: torch's cpp_extension reads it)
+    arch_list: str | None  # TORCH_CUDA_ARCH_LIST in numbers, e.g. "8.0;9.0a"; None for a CPU-only build
+    arch_why: str | None  # where arch_list came from (resolve_arch_list); None for a CPU-only build
+    debug: bool  # DEBUG=1
+    lineinfo: bool  # LINEINFO=1 (nvcc -lineinfo; no effect on a CPU-only build)
+    defines: tuple[str, ...]  # -D flags given to both compilers; CUDA_KERNELS_ARCHS is what build_info() reads
+    cxx_flags: tuple[str, ...]
+    nvcc_flags: tuple[str, ...]  # () for a CPU-only build
+    link_args: tuple[str, ...]  # [-g], -fopenmp, the C++ runtime torch loaded (cxx_runtime)
+    cxx_runtime: str | None  # the libstdc++ named on the link; None: none (not Linux, or switched off)
+    sources: tuple[str, ...]
+    include_dirs: tuple[str, ...]
+    max_jobs: int
+    # setup.py's object folder build/<variant>: "cpu", "cuda", "cuda-debug", "cuda-lineinfo", ... Objects of one
+    # variant are reused across rebuilds (ninja sees changed flags by itself), so DEBUG on and off stay warm.
+    variant: str
+    # The JIT cache folder's name: also the Python ABI, torch version, CUDA version and archs, since one cache
+    # serves every environment of a user: "py311-torch2.14.1-cu13.0-80__90a-debug", "py311-torch2.14.1-cpu".
+    tag: str
+    torch: TorchInfo
+
+    @property
+    def build_env(self) -> dict[str, str]:
+        """Variables torch.utils.cpp_extension reads while it builds: MAX_JOBS and, for CUDA, TORCH_CUDA_ARCH_LIST
+        in numbers (torch compiles exactly the archs the binary's CUDA_KERNELS_ARCHS names)."""
+        env = {"MAX_JOBS": str(self.max_jobs)}
+        if self.with_cuda and self.arch_list:
+            env["TORCH_CUDA_ARCH_LIST"] = self.arch_list
+        return env
+
+    def export_cuda_home(self) -> None:
+        """Sets CUDA_HOME to the toolkit found, unless it is set. Call it before torch.utils.cpp_extension is first
+        imported: that reads CUDA_HOME once, and its own guess (dirname(dirname(which nvcc))) can be wrong."""
+        if self.cuda_home and not os.environ.get("CUDA_HOME"):
+            os.environ["CUDA_HOME"] = self.cuda_home
+
+    def report(self) -> list[str]:
+        """The lines setup.py prints about the build: CUDA or CPU-only and why, nvcc and archs, DEBUG/LINEINFO, the
+        C++ runtime linked. Runs nvcc --version (the JIT loader, which needs no such line, does not call this)."""
+        lines = []
+        if self.with_cuda:
+            nvcc = (nvcc_version(self.cuda_home) if self.cuda_home else None) or "?"
+            lines.append(
+                f"cuda_kernels: building the CUDA extension ({self.why}); nvcc {nvcc}; archs from {self.arch_why}"
+            )
+            if nvcc.split(".")[0] != (self.torch.cuda or "").split(".")[0]:
+                lines.append(
+                    f"cuda_kernels: warning: nvcc {nvcc} and torch's CUDA {self.torch.cuda} differ in major version; "
+                    "the build may fail or the module may not load. Use a toolkit matching torch."
+                )
+        else:
+            lines.append(f"cuda_kernels: building the CPU-only extension ({self.why})")
+        if self.debug or self.lineinfo:
+            lines.append(f"cuda_kernels: DEBUG={int(self.debug)} LINEINFO={int(self.lineinfo)}")
+        if self.cxx_runtime:
+            lines.append(f"cuda_kernels: linking against the C++ runtime torch loaded: {self.cxx_runtime}")
+        return lines
 
 
-def make_config(with_cuda: bool, arch_list: str | None, cxx11_abi: bool | None = None) -> BuildConfig:
-    """Compiler flags. cxx11_abi: torch._C._GLIBCXX_USE_CXX11_ABI, passed explicitly to g++ and to nvcc's host
-    compiler, so a host compiler whose default libstdc++ ABI differs from torch's cannot build an extension whose
-    std::string objects crash when they cross into libc10."""
-    debug = env_flag("DEBUG")
-    lineinfo = env_flag("LINEINFO")
+def build_plan(env: Mapping[str, str] = os.environ, torch_info: TorchInfo | None = None) -> BuildPlan:
+    """Decides one build of csrc/ from the build switches in env (setup.py's docstring lists them).
+
+    env: the environment to read (os.environ, or a dict in tests); it is only read. torch_info: the torch to build
+    against (default TorchInfo.current()). Raises BuildPlanError when the switches ask for what cannot be built.
+
+    CUDA or not: WITH_CUDA when set; else CUDA when a toolkit is found (find_cuda_home) and torch is a CUDA build.
+    The arch list: resolve_arch_list (TORCH_CUDA_ARCH_LIST, COMPUTE_CAPABILITY, the visible GPUs, nvcc's default).
+    Flags: DEBUG, LINEINFO, PTXAS_VERBOSE, NVCC_THREADS; the link: CUDA_KERNELS_LINK_SHARED_CXX_RUNTIME.
+    """
+    torch_info = torch_info or TorchInfo.current()
+    cuda_home = find_cuda_home(env)
+    with_cuda, why = _choose_cuda(env, cuda_home, torch_info)
+    arch_list = arch_why = None
+    if with_cuda:
+        try:
+            arch_list, arch_why = resolve_arch_list(list(torch_info.gpu_capabilities()), cuda_home, env)
+        except ValueError as err:
+            raise BuildPlanError(str(err)) from None
+    debug = env_flag("DEBUG", env=env)
+    lineinfo = env_flag("LINEINFO", env=env)
+    defines, cxx_flags, nvcc_flags = _compiler_flags(with_cuda, arch_list, debug, lineinfo, torch_info.cxx11_abi, env)
+    cxx_runtime = cxx_runtime_link_args(env)
+    variant, tag = _tags(with_cuda, arch_list, debug, lineinfo, torch_info)
+    return BuildPlan(
+        with_cuda=with_cuda,
+        why=why,
+        cuda_home=cuda_home,
+        arch_list=arch_list,
+        arch_why=arch_why,
+        debug=debug,
+        lineinfo=lineinfo,
+        defines=tuple(defines),
+        cxx_flags=tuple(cxx_flags),
+        nvcc_flags=tuple(nvcc_flags) if with_cuda else (),
+        link_args=(*(["-g"] if debug else []), *openmp_flags(), *cxx_runtime),
+        cxx_runtime=cxx_runtime[0] if cxx_runtime else None,
+        sources=tuple(sources(with_cuda)),
+        include_dirs=(CSRC,),
+        max_jobs=max_jobs(env),
+        variant=variant,
+        tag=tag,
+        torch=torch_info,
+    )
+
+
+def _choose_cuda(env: Mapping[str, str], cuda_home: str | None, torch_info: TorchInfo) -> tuple[bool, str]:
+    """(CUDA build or not, why). WITH_CUDA=1 that cannot be built is a BuildPlanError, not a quiet CPU-only build."""
+    forced = env.get("WITH_CUDA", "")
+    if forced != "":
+        want = env_flag("WITH_CUDA", env=env)
+        if want and cuda_home is None:
+            raise BuildPlanError("WITH_CUDA=1 but no CUDA toolkit (nvcc and headers) was found; set CUDA_HOME")
+        if want and torch_info.cuda is None:
+            raise BuildPlanError(f"WITH_CUDA=1 but torch {torch_info.version} is a CPU-only build")
+        return want, f"WITH_CUDA={forced}"
+    if cuda_home is None:
+        return False, "no CUDA toolkit found (set CUDA_HOME or WITH_CUDA=1 to insist)"
+    if torch_info.cuda is None:
+        return False, f"torch {torch_info.version} is a CPU-only build"
+    return True, f"CUDA toolkit at {cuda_home} and torch built with CUDA {torch_info.cuda}"
+
+
+def _compiler_flags(
+    with_cuda: bool, arch_list: str | None, debug: bool, lineinfo: bool, cxx11_abi: bool | None, env: Mapping[str, str]
+) -> tuple[list[str], list[str], list[str]]:
+    """(defines, g++ flags, nvcc flags). cxx11_abi is passed explicitly to g++ and to nvcc's host compiler, so a host
+    compiler whose default libstdc++ ABI differs from torch's cannot build an extension whose std::string objects
+    crash when they cross into libc10."""
     defines = [
         *([f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}"] if cxx11_abi is not None else []),
         f"-DCUDA_KERNELS_WITH_CUDA={int(with_cuda)}",
@@ -449,7 +611,22 @@ def make_config(with_cuda: bool, arch_list: str | None, cxx11_abi: bool | None =
     if lineinfo and not debug:
         nvcc.append("-lineinfo")
     # Report registers/spills per kernel when asked: the first thing to read when a kernel is slow.
-    if env_flag("PTXAS_VERBOSE"):
+    if env_flag("PTXAS_VERBOSE", env=env):
         nvcc.append("-Xptxas=-v")
-    nvcc += ["--expt-relaxed-constexpr", f"--threads={os.environ.get('NVCC_THREADS', '1')}"]
-    return BuildConfig(with_cuda, debug, lineinfo, arch_list, cxx, nvcc, defines)
+    nvcc += ["--expt-relaxed-constexpr", f"--threads={env.get('NVCC_THREADS', '1')}"]
+    return defines, cxx, nvcc
+
+
+def _tags(
+    with_cuda: bool, arch_list: str | None, debug: bool, lineinfo: bool, torch_info: TorchInfo
+) -> tuple[str, str]:
+    """(variant, tag): BuildPlan's two names of a build, with the same -debug/-lineinfo suffix. LINEINFO changes no
+    flag of a CPU-only build, so it does not name a CPU-only build apart."""
+    suffix = f"{'-debug' if debug else ''}{'-lineinfo' if lineinfo and with_cuda else ''}"
+    variant = f"{'cuda' if with_cuda else 'cpu'}{suffix}"
+    py = f"py{sys.version_info.major}{sys.version_info.minor}"
+    torch_version = torch_info.version.split("+")[0]
+    device = f"cu{torch_info.cuda}-{arch_tag(arch_list)}" if with_cuda else "cpu"
+    tag = f"{py}-torch{torch_version}-{device}{suffix}"
+    # A folder name (and part of the module name's hash): only characters safe in both.
+    return variant, "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in tag)

@@ -172,15 +172,221 @@ def test_tags_of_older_builds_with_names_decode():
     assert bc.decode_arch_tag("native") == ["native"] and bc.decode_arch_tag("what") == ["what"]
 
 
-def test_debug_and_lineinfo_flags(env):
-    cfg = bc.make_config(with_cuda=True, arch_list="9.0", cxx11_abi=True)
-    assert "-O3" in cfg.nvcc_flags and "-G" not in cfg.nvcc_flags and "-D_GLIBCXX_USE_CXX11_ABI=1" in cfg.cxx_flags
+# ---------------------------------------------------------------------------------------------------------
+# build_plan(): the one plan setup.py and the JIT loader carry out. A fake torch (TorchInfo) and a fake toolkit
+# (a folder with include/cuda_runtime.h and a bin/nvcc script) make every branch reachable on any machine.
+
+
+def fake_torch(cuda: str | None = "13.0", caps: list[tuple[int, int]] | None = ()) -> bc.TorchInfo:
+    """A torch 2.14.1 built with CUDA `cuda` (None: CPU-only). caps: the visible GPUs; None: asking is a failure."""
+
+    def gpu_capabilities() -> list[tuple[int, int]]:
+        assert caps is not None, "the plan asked torch.cuda for GPUs"
+        return list(caps)
+
+    version = "2.14.1+" + (f"cu{cuda.replace('.', '')}" if cuda else "cpu")
+    return bc.TorchInfo(version=version, cuda=cuda, cxx11_abi=True, gpu_capabilities=gpu_capabilities)
+
+
+@pytest.fixture
+def toolkit(tmp_path) -> str:
+    """A fake CUDA toolkit whose nvcc says it is 12.8.93 (so it differs from torch's 13.0 in major version)."""
+    home = tmp_path / "cuda"
+    (home / "include").mkdir(parents=True)
+    (home / "include" / "cuda_runtime.h").write_text("")
+    (home / "bin").mkdir()
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
+    nvcc.chmod(0o755)
+    return str(home)
+
+
+def test_plan_without_cuda_says_why_and_asks_no_gpu(toolkit):
+    plan = bc.build_plan({"WITH_CUDA": "0", "CUDA_HOME": toolkit}, fake_torch(caps=None))
+    assert not plan.with_cuda and plan.why == "WITH_CUDA=0"
+    assert plan.arch_list is None and plan.arch_why is None and plan.nvcc_flags == ()
+    assert "-DCUDA_KERNELS_WITH_CUDA=0" in plan.cxx_flags and "-DCUDA_KERNELS_ARCHS=none" in plan.cxx_flags
+    assert all(s.endswith(".cpp") for s in plan.sources) and plan.sources == tuple(bc.sources(False))
+    assert plan.variant == "cpu" and plan.tag.endswith("-torch2.14.1-cpu") and plan.tag.startswith("py3")
+    assert "TORCH_CUDA_ARCH_LIST" not in plan.build_env and int(plan.build_env["MAX_JOBS"]) >= 1
+    assert plan.cuda_home == toolkit  # still found: torch's cpp_extension is pointed at it either way
+    assert plan.report()[0] == "cuda_kernels: building the CPU-only extension (WITH_CUDA=0)"
+
+
+def test_plan_chooses_cuda_by_what_is_there(toolkit, monkeypatch):
+    env = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a"}
+    plan = bc.build_plan(env, fake_torch())
+    assert plan.with_cuda and plan.why == f"CUDA toolkit at {toolkit} and torch built with CUDA 13.0"
+    assert plan.sources == tuple(bc.sources(True))
+    plan = bc.build_plan(env, fake_torch(cuda=None))
+    assert not plan.with_cuda and plan.why == "torch 2.14.1+cpu is a CPU-only build"
+    plan = bc.build_plan({"WITH_CUDA": "off", "CUDA_HOME": toolkit}, fake_torch())
+    assert not plan.with_cuda and plan.why == "WITH_CUDA=off"
+    monkeypatch.setattr(bc, "find_cuda_home", lambda env=None: None)
+    plan = bc.build_plan({"WITH_CUDA": ""}, fake_torch())  # empty: not set
+    assert not plan.with_cuda and plan.why.startswith("no CUDA toolkit found")
+
+
+def test_with_cuda_1_that_cannot_be_built_is_an_error(toolkit, monkeypatch):
+    with pytest.raises(bc.BuildPlanError, match=r"^WITH_CUDA=1 but torch 2\.14\.1\+cpu is a CPU-only build$"):
+        bc.build_plan({"WITH_CUDA": "1", "CUDA_HOME": toolkit}, fake_torch(cuda=None))
+    with pytest.raises(bc.BuildPlanError, match=r"^TORCH_CUDA_ARCH_LIST: cannot read 'Hoper'"):
+        bc.build_plan({"WITH_CUDA": "1", "CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "Hoper"}, fake_torch())
+    with pytest.raises(bc.BuildPlanError, match=r"^COMPUTE_CAPABILITY: cannot read"):
+        bc.build_plan({"CUDA_HOME": toolkit, "COMPUTE_CAPABILITY": "nine"}, fake_torch())
+    monkeypatch.setattr(bc, "find_cuda_home", lambda env=None: None)
+    with pytest.raises(bc.BuildPlanError, match=r"^WITH_CUDA=1 but no CUDA toolkit .*found; set CUDA_HOME$"):
+        bc.build_plan({"WITH_CUDA": "1"}, fake_torch())
+
+
+def test_plan_takes_the_arch_list_from_the_env_then_the_gpus_then_nvcc(toolkit):
+    plan = bc.build_plan({"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "Hopper"}, fake_torch(caps=[(8, 0)]))
+    assert plan.arch_list == "9.0+PTX" and plan.arch_why == "TORCH_CUDA_ARCH_LIST=Hopper -> 9.0+PTX"
+    assert plan.build_env["TORCH_CUDA_ARCH_LIST"] == "9.0+PTX"  # in numbers: what the binary's tag says
+    assert "-DCUDA_KERNELS_ARCHS=90_PTX" in plan.nvcc_flags and "-DCUDA_KERNELS_ARCHS=90_PTX" in plan.cxx_flags
+    assert plan.variant == "cuda" and plan.tag.endswith("-torch2.14.1-cu13.0-90_PTX")
+    plan = bc.build_plan({"CUDA_HOME": toolkit, "COMPUTE_CAPABILITY": "80;90a"}, fake_torch(caps=[(8, 6)]))
+    assert plan.arch_list == "8.0;9.0a" and plan.tag.endswith("-cu13.0-80__90a")
+    plan = bc.build_plan({"CUDA_HOME": toolkit}, fake_torch(caps=[(9, 0)]))
+    assert plan.arch_list == "9.0a" and plan.arch_why == "the visible GPU(s)"
+    plan = bc.build_plan({"CUDA_HOME": toolkit}, fake_torch())
+    assert plan.arch_list == bc.default_arch_list("12.8.93") and "nvcc 12.8.93" in plan.arch_why
+
+
+def test_plan_reads_only_the_env_it_is_given(env, toolkit):
     env.setenv("DEBUG", "1")
-    cfg = bc.make_config(with_cuda=True, arch_list="9.0")
-    assert {"-O0", "-g", "-G"} <= set(cfg.nvcc_flags) and "-O0" in cfg.cxx_flags
-    env.setenv("DEBUG", "0")
-    env.setenv("LINEINFO", "1")
-    assert "-lineinfo" in bc.make_config(with_cuda=True, arch_list="9.0").nvcc_flags
+    env.setenv("MAX_JOBS", "7")
+    plan = bc.build_plan({"WITH_CUDA": "0"}, fake_torch())
+    assert not plan.debug and "-O3" in plan.cxx_flags and plan.max_jobs == bc.max_jobs({})
+    plan = bc.build_plan({"WITH_CUDA": "0", "DEBUG": "1", "MAX_JOBS": "3"}, fake_torch())
+    assert plan.debug and plan.max_jobs == 3 and plan.build_env["MAX_JOBS"] == "3"
+
+
+def test_debug_and_lineinfo_flags(toolkit):
+    base = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0"}
+    plan = bc.build_plan(base, fake_torch())
+    assert "-O3" in plan.nvcc_flags and "-G" not in plan.nvcc_flags and "-lineinfo" not in plan.nvcc_flags
+    assert "-D_GLIBCXX_USE_CXX11_ABI=1" in plan.cxx_flags and "-D_GLIBCXX_USE_CXX11_ABI=1" in plan.nvcc_flags
+    assert "-g" not in plan.link_args and "--threads=1" in plan.nvcc_flags and "-Xptxas=-v" not in plan.nvcc_flags
+    plan = bc.build_plan({**base, "DEBUG": "1", "PTXAS_VERBOSE": "1", "NVCC_THREADS": "4"}, fake_torch())
+    assert {"-O0", "-g", "-G", "-Xptxas=-v", "--threads=4"} <= set(plan.nvcc_flags) and "-O0" in plan.cxx_flags
+    assert plan.link_args[0] == "-g" and "-DCUDA_KERNELS_DEBUG=1" in plan.defines
+    assert plan.variant == "cuda-debug" and plan.tag.endswith("-cu13.0-90-debug")
+    plan = bc.build_plan({**base, "DEBUG": "0", "LINEINFO": "1"}, fake_torch())
+    assert "-lineinfo" in plan.nvcc_flags and plan.variant == "cuda-lineinfo" and plan.tag.endswith("-90-lineinfo")
+    # LINEINFO changes no flag of a CPU-only build, so it names no build of its own.
+    cpu = bc.build_plan({"WITH_CUDA": "0", "DEBUG": "1", "LINEINFO": "1"}, fake_torch())
+    assert cpu.variant == "cpu-debug" and cpu.tag.endswith("-cpu-debug")
+    assert cpu.cxx_flags == bc.build_plan({"WITH_CUDA": "0", "DEBUG": "1"}, fake_torch()).cxx_flags
+
+
+def test_plan_links_the_runtime_torch_loaded():
+    plan = bc.build_plan({"WITH_CUDA": "0"}, fake_torch())
+    assert plan.cxx_runtime == bc.loaded_cxx_runtime()
+    if plan.cxx_runtime is not None:
+        assert plan.link_args[-1] == plan.cxx_runtime
+        assert plan.report()[-1] == f"cuda_kernels: linking against the C++ runtime torch loaded: {plan.cxx_runtime}"
+    off = bc.build_plan({"WITH_CUDA": "0", bc.LINK_SHARED_CXX_RUNTIME_ENV: "0"}, fake_torch())
+    assert off.cxx_runtime is None and off.link_args == tuple(bc.openmp_flags())
+    assert not any("linking against" in line for line in off.report())
+
+
+def test_report_names_the_build_and_warns_of_a_mismatched_nvcc(toolkit):
+    plan = bc.build_plan({"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a", "LINEINFO": "1"}, fake_torch())
+    lines = plan.report()
+    assert lines[0] == (
+        f"cuda_kernels: building the CUDA extension (CUDA toolkit at {toolkit} and torch built with CUDA 13.0); "
+        "nvcc 12.8.93; archs from TORCH_CUDA_ARCH_LIST=9.0a"
+    )
+    assert lines[1].startswith("cuda_kernels: warning: nvcc 12.8.93 and torch's CUDA 13.0 differ in major version")
+    assert lines[2] == "cuda_kernels: DEBUG=0 LINEINFO=1"
+    matched = bc.build_plan({"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a"}, fake_torch(cuda="12.6"))
+    assert not any("warning" in line for line in matched.report())
+
+
+# The build decisions build_plan() makes: neither setup.py nor the JIT loader may make any of them again.
+PLAN_PARTS = {"find_cuda_home", "resolve_arch_list", "nvcc_version", "arch_tag", "max_jobs", "sources", "openmp_flags",
+              "cxx_runtime_link_args", "loaded_cxx_runtime", "default_arch_list", "normalize_arch_list"}  # fmt: skip
+BUILD_SWITCHES = {"WITH_CUDA", "TORCH_CUDA_ARCH_LIST", "COMPUTE_CAPABILITY", "DEBUG", "LINEINFO", "PTXAS_VERBOSE",
+                  "NVCC_THREADS", "MAX_JOBS", "CUDA_HOME", "CUDA_PATH"}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", ["setup.py", "cuda_kernels/_jit.py"])
+def test_setup_py_and_the_jit_take_every_decision_from_build_plan(path):
+    import ast
+
+    with open(os.path.join(bc.ROOT, path)) as f:
+        tree = ast.parse(f.read())
+    called = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    called |= {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert "build_plan" in called
+    assert not called & PLAN_PARTS, f"{path} decides {called & PLAN_PARTS} itself instead of taking build_plan's"
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert not defined & {"_choose_cuda", "make_tag"}, defined
+    docstring = ast.get_docstring(tree, clean=False)
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value != docstring}
+    assert not strings & BUILD_SWITCHES, f"{path} reads {strings & BUILD_SWITCHES} itself"
+
+
+# Runs setup.py with setuptools.setup replaced: prints, as JSON, the extension it would build and where.
+CAPTURE_SETUP = r"""
+import json, os, runpy, sys
+import setuptools
+from setuptools.dist import Distribution
+out = {}
+def fake_setup(**kw):
+    (ext,) = kw["ext_modules"]
+    cmd = kw["cmdclass"]["build_ext"](Distribution({"ext_modules": [ext], "script_name": "setup.py"}))
+    cmd.ensure_finalized()
+    out.update(libraries=ext.libraries, sources=ext.sources, include_dirs=ext.include_dirs,
+               extra_compile_args=ext.extra_compile_args, extra_link_args=ext.extra_link_args,
+               build_temp=cmd.build_temp,
+               env={k: os.environ.get(k) for k in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CUDA_HOME")})
+setuptools.setup = fake_setup
+sys.argv = ["setup.py", "--version"]
+runpy.run_path("setup.py", run_name="__main__")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize(
+    "switches",
+    [{"WITH_CUDA": "0", "DEBUG": "1"}, {"WITH_CUDA": "1", "TORCH_CUDA_ARCH_LIST": "Hopper", "LINEINFO": "1"}],
+    ids=["cpu-debug", "cuda-lineinfo"],
+)
+def test_setup_py_and_the_jit_build_the_same_plan(switches, monkeypatch, tmp_path):
+    """In one environment, setup.py's extension and the JIT loader's plan are build_plan()'s, field by field."""
+    import json
+
+    from cuda_kernels import _jit
+
+    if switches["WITH_CUDA"] == "1" and (bc.find_cuda_home() is None or torch.version.cuda is None):
+        pytest.skip("needs a CUDA toolkit and a CUDA build of torch to plan a CUDA build")
+    for var in BUILD_SWITCHES | {bc.LINK_SHARED_CXX_RUNTIME_ENV}:
+        monkeypatch.delenv(var, raising=False)
+    for var, value in {**switches, "MAX_JOBS": "2", "CUDA_KERNELS_JIT_DIR": str(tmp_path)}.items():
+        monkeypatch.setenv(var, value)
+    proc = subprocess.run(
+        [sys.executable, "-c", CAPTURE_SETUP], cwd=bc.ROOT, env=dict(os.environ), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ext = json.loads(proc.stdout.strip().splitlines()[-1])
+    plan = bc.build_plan()
+    jit = _jit.plan().build
+    assert {k: v for k, v in vars(jit).items() if k != "torch"} == {k: v for k, v in vars(plan).items() if k != "torch"}
+
+    assert ("torch_cuda" in ext["libraries"]) == plan.with_cuda  # a CUDAExtension, or a CppExtension
+    assert [os.path.join(bc.ROOT, s) for s in ext["sources"]] == list(plan.sources)
+    assert ext["include_dirs"][: len(plan.include_dirs)] == list(plan.include_dirs)
+    assert ext["extra_compile_args"]["cxx"] == list(plan.cxx_flags)
+    assert ext["extra_compile_args"].get("nvcc", []) == list(plan.nvcc_flags)
+    assert ext["extra_link_args"] == list(plan.link_args)
+    assert ext["build_temp"] == os.path.join(bc.ROOT, "build", plan.variant)
+    assert {k: v for k, v in ext["env"].items() if k != "CUDA_HOME"} == {
+        "TORCH_CUDA_ARCH_LIST": plan.build_env.get("TORCH_CUDA_ARCH_LIST"),
+        "MAX_JOBS": "2",
+    }
+    assert ext["env"]["CUDA_HOME"] == plan.cuda_home
 
 
 def test_max_jobs(env):

@@ -122,8 +122,8 @@ def test_plan_expands_torch_arch_names(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setenv("WITH_CUDA", "1")
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "Hopper")
     p = _jit.plan()
-    assert p.arch_list == "9.0+PTX" and p.tag.endswith("-90_PTX")
-    assert "-DCUDA_KERNELS_ARCHS=90_PTX" in p.cfg.nvcc_flags
+    assert p.build.arch_list == "9.0+PTX" and p.build.tag.endswith("-90_PTX")
+    assert "-DCUDA_KERNELS_ARCHS=90_PTX" in p.build.nvcc_flags
 
 
 def test_plan_follows_the_build_switches(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -131,13 +131,56 @@ def test_plan_follows_the_build_switches(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("WITH_CUDA", "0")
     monkeypatch.setenv("DEBUG", "1")
     p = _jit.plan()
-    assert not p.with_cuda and p.arch_list is None
-    assert p.tag.endswith("-cpu-debug") and "torch" in p.tag
-    assert p.build_dir == os.path.join(str(tmp_path), p.tag)
-    assert "-O0" in p.cfg.cxx_flags and "-DCUDA_KERNELS_DEBUG=1" in p.cfg.cxx_flags
+    assert not p.build.with_cuda and p.build.arch_list is None
+    assert p.build.tag.endswith("-cpu-debug") and "torch" in p.build.tag
+    assert p.build_dir == os.path.join(str(tmp_path), p.build.tag)
+    assert "-O0" in p.build.cxx_flags and "-DCUDA_KERNELS_DEBUG=1" in p.build.cxx_flags
     monkeypatch.setenv("DEBUG", "0")
     release = _jit.plan()
     assert release.build_dir != p.build_dir and release.name != p.name  # both builds stay warm side by side
+
+
+def test_plan_is_the_build_plan_of_setup_py(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    # The JIT loader plans nothing itself: its build is bc.build_plan()'s (tests/test_build_config.py compares
+    # that with what setup.py builds); only the cache folder and the module name are its own.
+    made: list[bc.BuildPlan] = []
+    real = bc.build_plan
+
+    def spy(*args, **kwargs) -> bc.BuildPlan:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(bc, "build_plan", spy)
+    monkeypatch.setenv("CUDA_KERNELS_JIT_DIR", str(tmp_path))
+    monkeypatch.setenv("WITH_CUDA", "0")
+    p = _jit.plan()
+    assert len(made) == 1 and p.build is made[0]
+    assert p.build_dir == os.path.join(str(tmp_path), made[0].tag) and p.name.startswith("cuda_kernels_jit_")
+
+
+@pytest.mark.parametrize(
+    "switches, toolkit, error",
+    [
+        ({"WITH_CUDA": "1"}, None, "WITH_CUDA=1 but no CUDA toolkit"),
+        ({"WITH_CUDA": "1", "COMPUTE_CAPABILITY": "nine"}, "/fake/cuda", "COMPUTE_CAPABILITY: cannot read 'nine'"),
+    ],
+)
+def test_a_build_that_cannot_be_planned_is_an_import_error(
+    switches: dict[str, str], toolkit: str | None, error: str, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    # setup.py stops with "cuda_kernels: <why>"; the JIT loader raises the same line as an ImportError, before it
+    # compiles anything or creates its cache folder.
+    if toolkit and torch.version.cuda is None:
+        pytest.skip("a CPU-only torch refuses WITH_CUDA=1 before the arch list is read")
+    monkeypatch.setattr(_jit, "_MODULE", None)
+    monkeypatch.setattr(bc, "find_cuda_home", lambda env=None: toolkit)
+    monkeypatch.setenv("CUDA_KERNELS_JIT_DIR", str(tmp_path / "cache"))
+    for var, value in switches.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    with pytest.raises(ImportError, match=rf"^cuda_kernels \(JIT\): {error}"):
+        _jit.load()
+    assert not (tmp_path / "cache").exists()
 
 
 def test_same_basename_sources_are_refused() -> None:
