@@ -17,11 +17,16 @@ against the libstdc++ torch loaded (BuildPlan.link_args) and refused if it has a
 
 The module gets its own name (cuda_kernels_jit_<hash>): the installed cuda_kernels._C is never imported in JIT
 mode, because TORCH_LIBRARY(cuda_kernels, ...) can register the ops only once per process.
+
+Warm start: torch's load() runs ninja (and imports its build machinery) in every new process, about a second even
+when nothing changed. After each build the folder gets <name>.fingerprint, a hash of the plan and of every file
+under csrc/; an import whose fingerprint matches imports the cached module directly, without torch's load().
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import sys
 import time
@@ -105,6 +110,45 @@ def check_object_names(sources: list[str]) -> None:
         seen[obj] = src
 
 
+def fingerprint(p: JitPlan) -> str:
+    """sha256 of what the binary is made from: the plan (tag, flags, link args, sources, include dirs, module name)
+    and the bytes of every file under csrc/ (sources and headers alike, so an edited header counts)."""
+    h = hashlib.sha256()
+    b = p.build
+    for part in (p.name, b.tag, b.cxx_flags, b.nvcc_flags, b.link_args, b.sources, b.include_dirs):
+        h.update(repr(part).encode())
+    for folder, dirs, files in sorted(os.walk(bc.CSRC)):
+        dirs.sort()
+        for file in sorted(files):
+            path = os.path.join(folder, file)
+            h.update(os.path.relpath(path, bc.CSRC).encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
+
+
+def _fingerprint_path(p: JitPlan) -> str:
+    return os.path.join(p.build_dir, p.name + ".fingerprint")
+
+
+def _import_cached(p: JitPlan, so_path: str, digest: str) -> ModuleType | None:
+    """The cached module when its fingerprint matches digest (nothing changed since it was built), else None."""
+    try:
+        with open(_fingerprint_path(p)) as f:
+            if f.read().strip() != digest:
+                return None
+    except OSError:
+        return None
+    if not os.path.exists(so_path) or bc.cxx_runtime_problem(so_path):
+        return None
+    spec = importlib.util.spec_from_file_location(p.name, so_path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def load() -> ModuleType:
     """Builds (if needed) and imports the JIT module; returns it. Raises ImportError with the compiler output."""
     global _MODULE
@@ -115,6 +159,18 @@ def load() -> ModuleType:
     except bc.BuildPlanError as err:
         raise ImportError(f"cuda_kernels (JIT): {err}") from None
     b = p.build
+    so_path = os.path.join(p.build_dir, p.name + ".so")
+    start = time.perf_counter()
+    digest = fingerprint(p)
+    verbose = bc.env_flag("CUDA_KERNELS_JIT_VERBOSE")
+    module = None if verbose else _import_cached(p, so_path, digest)
+    if module is not None:
+        LAST_LOAD.update(
+            seconds=time.perf_counter() - start, cold=False, cached=True, build_dir=p.build_dir, name=p.name,
+            tag=b.tag, with_cuda=b.with_cuda,
+        )  # fmt: skip
+        _MODULE = module
+        return module
     check_object_names(list(b.sources))
     b.export_cuda_home()  # before torch.utils.cpp_extension is first imported: it reads CUDA_HOME then, once
     import torch.utils.cpp_extension as cpp_ext
@@ -126,9 +182,7 @@ def load() -> ModuleType:
         os.makedirs(p.build_dir, exist_ok=True)
     except OSError as err:
         raise ImportError(f"cuda_kernels (JIT): cannot create the build folder {p.build_dir}: {err}") from err
-    so_path = os.path.join(p.build_dir, p.name + ".so")
     cold = not os.path.exists(so_path)
-    verbose = bc.env_flag("CUDA_KERNELS_JIT_VERBOSE")
     if cold or verbose:
         what = f"CUDA, archs {b.arch_list}" if b.with_cuda else "CPU only"
         print(
@@ -166,7 +220,12 @@ def load() -> ModuleType:
     if problem:
         os.remove(so_path)
         raise ImportError(f"{problem}\ncuda_kernels (JIT): deleted that binary.")
-    LAST_LOAD.update(seconds=seconds, cold=cold, build_dir=p.build_dir, name=p.name, tag=b.tag, with_cuda=b.with_cuda)
+    # Written only after a build that succeeded and passed the check: the next process imports it directly.
+    with open(_fingerprint_path(p), "w") as f:
+        f.write(digest + "\n")
+    LAST_LOAD.update(
+        seconds=seconds, cold=cold, cached=False, build_dir=p.build_dir, name=p.name, tag=b.tag, with_cuda=b.with_cuda
+    )
     if cold or verbose:
         print(f"cuda_kernels: JIT build ready in {seconds:.1f} s", file=sys.stderr, flush=True)
     _MODULE = module

@@ -34,6 +34,7 @@ print(json.dumps({
     "load": _jit.LAST_LOAD,
     "build_info": cuda_kernels.build_info(),
     "installed_C_imported": "cuda_kernels._C" in sys.modules,
+    "modules": sorted(m for m in sys.modules if m.startswith("torch.utils.cpp_extension")),
     "square_ok": torch.equal(cuda_kernels.square(x), x * x),
     "matmul_ok": torch.allclose(cuda_kernels.matmul(a, b), a @ b, rtol=1e-12, atol=1e-12),
 }))
@@ -83,20 +84,51 @@ def test_warm_load_does_not_recompile(cold: dict) -> None:
     warm = run_jit(os.path.dirname(build_dir))
     assert ninja_log(build_dir) == before, "a warm import ran the compiler"
     assert warm["load"]["cold"] is False and warm["build_info"]["mode"] == "jit"
+    assert warm["load"]["cached"] is True, "nothing changed: the fingerprint must match and skip torch's load()"
+    assert "torch.utils.cpp_extension" not in warm["modules"], "the warm path imported the build machinery"
     assert warm["load"]["seconds"] < cold["load"]["seconds"] / 4
     assert warm["square_ok"] and warm["matmul_ok"]
     print(f"\nJIT warm import: {warm['import_s']:.2f} s (build step {warm['load']['seconds']:.3f} s)")
 
 
 def test_a_stale_object_is_the_only_one_rebuilt(cold: dict) -> None:
-    # Make square.o look older than its source, as an edit of csrc/cpu/square.cpp would (without touching csrc/).
+    # What an edit of csrc/cpu/square.cpp does, without touching csrc/: the fingerprint no longer matches (so the
+    # import goes through torch's load() and ninja) and square.o is older than its source.
     build_dir = cold["load"]["build_dir"]
+    with open(os.path.join(build_dir, cold["load"]["name"] + ".fingerprint"), "w") as f:
+        f.write("an edit\n")
     os.utime(os.path.join(build_dir, "square.o"), (0, 0))
     before = ninja_log(build_dir)
     again = run_jit(os.path.dirname(build_dir))
     rebuilt = ninja_log(build_dir)[len(before) :]
     assert sorted(rebuilt) == sorted(["square.o", again["load"]["name"] + ".so"])
-    assert again["square_ok"] and again["matmul_ok"]
+    assert again["square_ok"] and again["matmul_ok"] and again["load"]["cached"] is False
+
+
+def test_fingerprint_covers_every_file_under_csrc_and_the_flags(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """An edit anywhere under csrc/ (a header too) or another flag changes the fingerprint; nothing else does."""
+    csrc = tmp_path / "csrc"
+    shutil.copytree(bc.CSRC, csrc)
+    monkeypatch.setattr(bc, "CSRC", str(csrc))
+    monkeypatch.setenv("CUDA_KERNELS_JIT_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WITH_CUDA", "0")
+    for var in ("DEBUG", "LINEINFO"):
+        monkeypatch.delenv(var, raising=False)
+    p = _jit.plan()
+    base = _jit.fingerprint(p)
+    assert _jit.fingerprint(p) == base  # deterministic
+    header = csrc / "checks.h"
+    original = header.read_text()
+    header.write_text(original + "\n// an edit\n")
+    assert _jit.fingerprint(p) != base
+    header.write_text(original)
+    os.utime(header, (0, 0))  # a touch without a change is no change
+    assert _jit.fingerprint(p) == base
+    (csrc / "cpu" / "new_op.cpp").write_text("// a new source\n")
+    assert _jit.fingerprint(p) != base
+    (csrc / "cpu" / "new_op.cpp").unlink()
+    monkeypatch.setenv("DEBUG", "1")
+    assert _jit.fingerprint(_jit.plan()) != base
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build a library with a static C++ runtime")
