@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 
-.PHONY: help deps install bench test lint format sanitize doctor jit-test clean
+.PHONY: help deps install bench test dev test-fast lint format sanitize doctor jit-test clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -22,6 +22,12 @@ bench: install  ## build, then time every op against torch on the available devi
 
 test:  ## run the test suite (CUDA cases skip without a GPU)
 	$(PYTHON) -m pytest -v -s
+
+dev:  ## the edit loop: rebuild what changed in csrc/ (JIT) and rerun one op's fast tests, e.g. make dev OP=square
+	$(PYTHON) -m cuda_kernels.dev $(OP)
+
+test-fast:  ## the fast tier: every test but the slow ones (torch.compile, large tensors, subprocess builds)
+	$(PYTHON) -m pytest -q -m "not slow"
 
 sanitize:  ## the CUDA tests under compute-sanitizer memcheck, racecheck, initcheck, synccheck (skips without a GPU)
 	PYTHON=$(PYTHON) bash scripts/sanitize.sh

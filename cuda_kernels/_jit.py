@@ -110,6 +110,21 @@ def check_object_names(sources: list[str]) -> None:
         seen[obj] = src
 
 
+def ninja_log(build_dir: str) -> list[tuple[str, float]]:
+    """(output, seconds) of every command in the build folder's .ninja_log, oldest first (each line: start and end
+    in ms, mtime, output, hash; tab-separated). Empty before the first build."""
+    entries = []
+    try:
+        with open(os.path.join(build_dir, ".ninja_log")) as f:
+            for line in f:
+                fields = line.rstrip("\n").split("\t")
+                if not line.startswith("#") and len(fields) >= 4:
+                    entries.append((fields[3], (int(fields[1]) - int(fields[0])) / 1e3))
+    except OSError:
+        pass
+    return entries
+
+
 def fingerprint(p: JitPlan) -> str:
     """sha256 of what the binary is made from: the plan (tag, flags, link args, sources, include dirs, module name)
     and the bytes of every file under csrc/ (sources and headers alike, so an edited header counts)."""
@@ -167,7 +182,7 @@ def load() -> ModuleType:
     if module is not None:
         LAST_LOAD.update(
             seconds=time.perf_counter() - start, cold=False, cached=True, build_dir=p.build_dir, name=p.name,
-            tag=b.tag, with_cuda=b.with_cuda,
+            tag=b.tag, with_cuda=b.with_cuda, compiled=[],
         )  # fmt: skip
         _MODULE = module
         return module
@@ -195,6 +210,7 @@ def load() -> ModuleType:
     # crashes): delete it, so that ninja links it again, now against the shared runtime.
     if not cold and bc.cxx_runtime_problem(so_path):
         os.remove(so_path)
+    logged = len(ninja_log(p.build_dir))
     start = time.perf_counter()
     try:
         with _env(**b.build_env):
@@ -224,8 +240,9 @@ def load() -> ModuleType:
     with open(_fingerprint_path(p), "w") as f:
         f.write(digest + "\n")
     LAST_LOAD.update(
-        seconds=seconds, cold=cold, cached=False, build_dir=p.build_dir, name=p.name, tag=b.tag, with_cuda=b.with_cuda
-    )
+        seconds=seconds, cold=cold, cached=False, build_dir=p.build_dir, name=p.name, tag=b.tag, with_cuda=b.with_cuda,
+        compiled=ninja_log(p.build_dir)[logged:],  # what this build ran: [(object or module, seconds)]
+    )  # fmt: skip
     if cold or verbose:
         print(f"cuda_kernels: JIT build ready in {seconds:.1f} s", file=sys.stderr, flush=True)
     _MODULE = module

@@ -219,3 +219,21 @@ def test_same_basename_sources_are_refused() -> None:
     _jit.check_object_names(["csrc/cpu/square.cpp", "csrc/cuda/square.cu"])  # square.o and square.cuda.o: fine
     with pytest.raises(ImportError, match="both compile to matmul.o"):
         _jit.check_object_names(["csrc/cpu/matmul.cpp", "csrc/extra/matmul.cpp"])
+
+
+def test_dev_loop_reports_where_time_went(cold: dict) -> None:
+    """python -m cuda_kernels.dev OP: builds in JIT mode (nothing to do here: the cache is warm), runs that op's fast
+    tests and ends with the summary line; an unknown op is a clear error."""
+    env = dict(os.environ, WITH_CUDA="0", CUDA_KERNELS_JIT_DIR=os.path.dirname(cold["load"]["build_dir"]))
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    for var in ("DEBUG", "LINEINFO", "CUDA_KERNELS_DUMP_DIR"):
+        env.pop(var, None)
+    cmd = [sys.executable, "-m", "cuda_kernels.dev", "square", "-k", "matches_torch and cpu"]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("dev loop ") and "build " in last and "nothing changed" in last and "tests " in last, last
+    bad = subprocess.run(
+        [sys.executable, "-m", "cuda_kernels.dev", "no_such_op"], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert bad.returncode != 0 and "no tests/test_no_such_op.py" in bad.stderr and "square" in bad.stderr

@@ -85,6 +85,7 @@ def test_matmul_gradcheck(device):
     assert torch.autograd.gradgradcheck(cuda_kernels.matmul, (a, b))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_matmul_compile_fullgraph(device):
     torch._dynamo.reset()

@@ -132,6 +132,7 @@ def test_square_autograd_records_only_when_needed(device):
     torch.testing.assert_close(xg.grad, 2 * x, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_square_compile_fullgraph(device):
     torch._dynamo.reset()
@@ -252,6 +253,7 @@ print("OK")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capability", ["default", "avx2", "avx512"])
 def test_square_cpu_capability(capability):
     want = capability.upper()

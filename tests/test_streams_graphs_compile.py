@@ -155,6 +155,7 @@ def _model(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return cuda_kernels.square(cuda_kernels.matmul(a, b)).sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_fullgraph_inductor(device: str) -> None:
     """The default backend (inductor) with fullgraph=True: forward and backward right."""
@@ -172,6 +173,7 @@ def test_compile_fullgraph_inductor(device: str) -> None:
     torch.testing.assert_close(b.grad, b2.grad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("how", ["dynamic=True", "mark_dynamic"])
 def test_compile_dynamic_shapes_no_recompile(device: str, how: str) -> None:
@@ -199,6 +201,7 @@ def test_compile_dynamic_shapes_no_recompile(device: str, how: str) -> None:
         assert counter.frame_count == 1, f"recompiled at sizes {(m, k, n, length)}: {counter.frame_count} frames"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_autograd_matches_eager(device: str) -> None:
     """A two-layer model through AOTAutograd (aot_eager) in float64: loss and grads equal eager torch's."""
@@ -222,6 +225,7 @@ def test_compile_autograd_matches_eager(device: str) -> None:
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_compile_errors_name_the_op(device: str) -> None:
     """Bad input found while tracing (by the fake kernels) gives the same messages as eager."""
@@ -236,6 +240,7 @@ def test_compile_errors_name_the_op(device: str) -> None:
         compiled_sq(torch.ones(3, dtype=torch.int32, device=device))
 
 
+@pytest.mark.slow
 @requires_cuda
 @requires_caching_allocator
 @pytest.mark.gpu
