@@ -30,45 +30,6 @@ constexpr int kThreadsN = kBN / kTN;               // 16
 constexpr int kThreads = (kBM / kTM) * kThreadsN;  // 256
 constexpr int kMaxGridY = 65535;
 
-// Reads src[row][col .. col+3] of a row-major (rows x cols) matrix as acc_t, zeros outside the matrix.
-// kVec: float32, cols % 4 == 0 and src 16-byte aligned, so col (a multiple of 4) is all in or all out.
-template <bool kVec, typename acc_t, typename scalar_t>
-__device__ __forceinline__ Pack4<acc_t> load4(const scalar_t* src, int64_t row, int64_t col, int64_t rows,
-                                              int64_t cols) {
-  Pack4<acc_t> out;
-  if constexpr (kVec) {
-    static_assert(std::is_same_v<scalar_t, float>, "16-byte loads are only used for float32");
-    if (row < rows && col < cols) {
-      const float4 v = *reinterpret_cast<const float4*>(src + row * cols + col);
-      out.v[0] = v.x, out.v[1] = v.y, out.v[2] = v.z, out.v[3] = v.w;
-    } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) out.v[i] = acc_t(0);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out.v[i] = (row < rows && col + i < cols) ? static_cast<acc_t>(src[row * cols + col + i]) : acc_t(0);
-    }
-  }
-  return out;
-}
-
-// Writes v to dst[row][col .. col+3] of a row-major (rows x cols) matrix, skipping elements outside it.
-template <bool kVec, typename acc_t, typename scalar_t>
-__device__ __forceinline__ void store4(scalar_t* dst, int64_t row, int64_t col, int64_t rows, int64_t cols,
-                                       const acc_t* v) {
-  if (row >= rows) return;
-  if constexpr (kVec) {
-    if (col < cols) *reinterpret_cast<float4*>(dst + row * cols + col) = make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (col + i < cols) dst[row * cols + col + i] = static_cast<scalar_t>(v[i]);
-    }
-  }
-}
-
 // minBlocks = 1 lets ptxas use up to 255 registers (the staging registers add to step 3's).
 template <typename scalar_t, bool kVec>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -161,18 +122,11 @@ void launch_04_double_buffer(const at::Tensor& a, const at::Tensor& b, at::Tenso
   const dim3 grid(static_cast<unsigned>(ceil_div<int64_t>(N, kBN)),
                   static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(M, kBM), kMaxGridY)));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  // 16-byte accesses: float32, every row start 16-byte aligned (pitches K and N multiples of 4).
-  const bool vec = a.scalar_type() == at::kFloat && K % 4 == 0 && N % 4 == 0 && is_aligned(a.const_data_ptr(), 16) &&
-                   is_aligned(b.const_data_ptr(), 16) && is_aligned(c.const_data_ptr(), 16);
-  if (vec) {
-    matmul_kernel_04_double_buffer<float, true><<<grid, kThreads, 0, stream>>>(
-        a.const_data_ptr<float>(), b.const_data_ptr<float>(), c.mutable_data_ptr<float>(), M, N, K);
-  } else {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul", [&] {
-      matmul_kernel_04_double_buffer<scalar_t, false><<<grid, kThreads, 0, stream>>>(
-          a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K);
-    });
-  }
+  dispatch_vec4(a, b, c, [&](auto zero, auto vec) {
+    using scalar_t = decltype(zero);
+    matmul_kernel_04_double_buffer<scalar_t, decltype(vec)::value><<<grid, kThreads, 0, stream>>>(
+        a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K);
+  });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

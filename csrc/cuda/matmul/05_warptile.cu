@@ -183,18 +183,11 @@ void launch_05_warptile(const at::Tensor& a, const at::Tensor& b, at::Tensor& c)
   const dim3 grid(static_cast<unsigned>(ceil_div<int64_t>(N, kBN)),
                   static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(M, kBM), kMaxGridY)));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  // 16-byte accesses: float32, every row start 16-byte aligned (pitches K and N multiples of 4).
-  const bool vec = a.scalar_type() == at::kFloat && K % 4 == 0 && N % 4 == 0 && is_aligned(a.const_data_ptr(), 16) &&
-                   is_aligned(b.const_data_ptr(), 16) && is_aligned(c.const_data_ptr(), 16);
-  if (vec) {
-    matmul_kernel_05_warptile<float, true><<<grid, kThreads, 0, stream>>>(
-        a.const_data_ptr<float>(), b.const_data_ptr<float>(), c.mutable_data_ptr<float>(), M, N, K);
-  } else {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul", [&] {
-      matmul_kernel_05_warptile<scalar_t, false><<<grid, kThreads, 0, stream>>>(
-          a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K);
-    });
-  }
+  dispatch_vec4(a, b, c, [&](auto zero, auto vec) {
+    using scalar_t = decltype(zero);
+    matmul_kernel_05_warptile<scalar_t, decltype(vec)::value><<<grid, kThreads, 0, stream>>>(
+        a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K);
+  });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
