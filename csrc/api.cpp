@@ -31,6 +31,7 @@
 TORCH_LIBRARY(cuda_kernels, m) {
   m.def("square(Tensor x) -> Tensor");
   m.def("matmul(Tensor a, Tensor b, int variant=0) -> Tensor");
+  // cuda_kernels.new: schemas above this line
 }
 
 namespace {
@@ -54,6 +55,7 @@ at::Tensor square_cpu(const at::Tensor& x) {
 at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
   return naming_errors("cuda_kernels.matmul", [&] { return cuda_kernels::matmul_cpu(a, b, variant); });
 }
+// cuda_kernels.new: CPU wrappers above this line
 #if CUDA_KERNELS_WITH_CUDA
 at::Tensor square_cuda(const at::Tensor& x) {
   return naming_errors("cuda_kernels.square", [&] { return cuda_kernels::square_cuda(x); });
@@ -61,6 +63,7 @@ at::Tensor square_cuda(const at::Tensor& x) {
 at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
   return naming_errors("cuda_kernels.matmul", [&] { return cuda_kernels::matmul_cuda(a, b, variant); });
 }
+// cuda_kernels.new: CUDA wrappers above this line
 #endif
 
 // square's autograd kernel. matmul's formula is registered in Python (torch.library.register_autograd in
@@ -114,12 +117,14 @@ TORCH_LIBRARY_IMPL(cuda_kernels, Autograd, m) {
 TORCH_LIBRARY_IMPL(cuda_kernels, CPU, m) {
   m.impl("square", &square_cpu);
   m.impl("matmul", &matmul_cpu);
+  // cuda_kernels.new: CPU registrations above this line
 }
 
 #if CUDA_KERNELS_WITH_CUDA
 TORCH_LIBRARY_IMPL(cuda_kernels, CUDA, m) {
   m.impl("square", &square_cuda);
   m.impl("matmul", &matmul_cuda);
+  // cuda_kernels.new: CUDA registrations above this line
 }
 #endif
 

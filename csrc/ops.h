@@ -1,6 +1,7 @@
 // Declarations of every op's per-device implementation. csrc/api.cpp registers them with the dispatcher.
 //
-// Adding an op: declare its CPU and CUDA functions here, implement them in csrc/cpu/<op>.cpp and
+// Adding an op: `python -m cuda_kernels.new NAME` writes an elementwise one in every place (README, "Adding a
+// kernel"). By hand: declare its CPU and CUDA functions here, implement them in csrc/cpu/<op>.cpp and
 // csrc/cuda/<op>.cu (kernels + a launcher) with its checks/allocation in csrc/cuda/ops.cpp, then add one schema
 // and two impl lines in csrc/api.cpp.
 //
@@ -51,5 +52,7 @@ const matmul_ladder::Step& matmul_cuda_default_step(at::ScalarType dtype, const 
 // Runs `step` (its needs checked by the caller): M, N, K >= 1, c allocated (M, N) row-major. Copies a and b to
 // row-major first when the step needs it.
 void matmul_cuda_launch(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, const matmul_ladder::Step& step);
+
+// cuda_kernels.new: declarations above this line
 
 }  // namespace cuda_kernels

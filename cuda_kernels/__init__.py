@@ -22,16 +22,19 @@ from cuda_kernels._build_config import decode_arch_tag
 from cuda_kernels._loader import load_extension
 
 # `python -m cuda_kernels.doctor` imports this package first: a broken extension must not stop the doctor,
-# which reports _LOAD_ERROR instead. Everyone else gets the ImportError at once.
+# which reports _LOAD_ERROR instead; nor `python -m cuda_kernels.new`, which adds an op before the first build.
+# Everyone else gets the ImportError at once.
+_RUNS_WITHOUT_EXTENSION = ("cuda_kernels.doctor", "cuda_kernels.new")
 _LOAD_ERROR: ImportError | None = None
 try:
     _C, _MODE = load_extension(jit=os.environ.get("CUDA_KERNELS_JIT", "0") not in ("", "0"))
 except ImportError as _err:
-    if not any(arg.endswith("cuda_kernels.doctor") for arg in getattr(sys, "orig_argv", [])):
+    if not any(arg.endswith(_RUNS_WITHOUT_EXTENSION) for arg in getattr(sys, "orig_argv", [])):
         raise
     _C, _MODE, _LOAD_ERROR = None, "not loaded", _err
 
 if _C is not None:
+    # cuda_kernels.new: adds each new op to the import below (in ruff's order) and to __all__
     from cuda_kernels.ops import matmul, set_dump_dir, square  # noqa: E402  (ops need the extension loaded)
 
 

@@ -174,3 +174,6 @@ def _matmul_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, N
 
 
 torch.library.register_autograd("cuda_kernels::matmul", _matmul_backward, setup_context=_matmul_setup_context)
+
+
+# cuda_kernels.new: ops above this line

@@ -49,6 +49,10 @@ PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib
 ALLOWED_WRITES = {
     ("cuda_kernels/_dump.py", "write_dump"): "a repro dump into CUDA_KERNELS_DUMP_DIR / set_dump_dir(), only if set",
     ("cuda_kernels/_jit.py", "load"): "the JIT build cache: CUDA_KERNELS_JIT_DIR or ~/.cache/cuda_kernels/jit",
+    (
+        "cuda_kernels/new.py",
+        "write_plan",
+    ): "the new op's files and marked insertions under --root (default: this checkout)",
     ("cuda_kernels/bench/report.py", "write_json"): "--json PATH given by the user",
     ("cuda_kernels/bench/report.py", "write_csv"): "--csv PATH given by the user",
     ("cuda_kernels/bench/report.py", "plot_records"): "--plot PATH given by the user",
