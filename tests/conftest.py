@@ -62,8 +62,8 @@ else:
     TWO_GPU_SKIP_REASON = ""
 
 # scripts/sanitize.sh (make sanitize) runs the tests under compute-sanitizer with CUDA_KERNELS_SANITIZE=<tool>.
-# racecheck tracks every shared-memory access: on the H100 one 999^3 float32 matmul with ladder step 1 took 51 s
-# under it (0.3 ms without). So under racecheck, initcheck and synccheck the tests marked `heavy` (the same
+# racecheck tracks every shared-memory access: one 999^3 float32 matmul with ladder step 1 takes about a minute
+# under it instead of a fraction of a millisecond. So under racecheck, initcheck and synccheck the tests marked `heavy` (the same
 # kernels on big shapes: 999^3, > 2^31 output elements, > 65535 row tiles) are skipped, with that reason;
 # memcheck runs them at full size, since index overflow in big shapes is what it catches.
 SANITIZE_TOOL = os.environ.get("CUDA_KERNELS_SANITIZE", "")

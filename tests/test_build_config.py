@@ -435,7 +435,7 @@ def tiny_library(folder: str, name: str, *flags: str, cxx: str | None = None) ->
 
 
 def static_runtime_compiler(folder: str) -> str:
-    """A g++ wrapper like the GPU machine's /opt/gcc ones: its -B folder holds only libstdc++.a, so g++'s implicit
+    """A g++ wrapper like a container image's /opt/gcc ones: its -B folder holds only libstdc++.a, so g++'s implicit
     -lstdc++ finds the archive before the shared runtime."""
     archive = subprocess.run(["g++", "-print-file-name=libstdc++.a"], capture_output=True, text=True).stdout.strip()
     if not os.path.isabs(archive):

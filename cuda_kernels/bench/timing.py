@@ -187,8 +187,8 @@ def time_rounds(
     """Times each of fns (the implementations of one case) in config.rounds rounds and pools each one's samples.
 
     Timing one implementation after the other leaves their ratio exposed to whatever drifts between the two
-    measurements (measured on the H100: two timings of the same 4 us torch.square, each with its median known to
-    +-0.4%, differed by up to 1.5%). Interleaving rounds (forward, then backward order) spreads that drift over every
+    measurements (two timings of the same few-microsecond kernel, each with its median known to a fraction of a
+    percent, can differ by more than that: docs/benchmarks.md). Interleaving rounds (forward, then backward order) spreads that drift over every
     implementation alike. Only the first round warms up for config.warmup_ms; later ones make one warm-up call.
     """
     if config.rounds <= 1:
@@ -304,8 +304,8 @@ def _time_cuda_batch(fn: Callable[[], Any], flush: Tensor | None, reps: int) -> 
     events would time the host instead. So the batch starts with the GPU spinning for HEAD_START_US per call
     (torch.cuda._sleep), long enough for the CPU to enqueue the whole batch behind it.
 
-    If enqueueing still took longer than the head start (a host hiccup: once on the H100 a 4 us square read as
-    534 us for a whole batch), the batch is thrown away and redone with a head start of twice the enqueue time.
+    If enqueueing still took longer than the head start (a host hiccup, which can make a few-microsecond kernel read
+    as hundreds), the batch is thrown away and redone with a head start of twice the enqueue time.
     Returns (per-call ms, True if even the last attempt outran its head start).
     """
     head_start_us = min(reps * HEAD_START_US, MAX_HEAD_START_US)
