@@ -24,6 +24,9 @@ Targets:
                     TF32: float32 with TF32 allowed on both sides (rows with math "tf32"), default variant, 4096^3:
                     >= 0.90x cuBLAS TF32.
 
+A run on the CPU (env.device "cpu") has targets of its own:
+  matmul vs torch   float32, the CPU kernel vs torch.mm (MKL or OpenBLAS): >= 0.50x at 512^3 and 1024^3.
+
 Rows are matched by (op, dtype, shape, impl, variant, math): a TF32 row (math "tf32") never stands in for a TF32-off
 one (math absent or null), nor the reverse.
 
@@ -53,6 +56,7 @@ TENSOR_CORE_MIN_RATIO = {(4096, 4096, 4096): 1.00, (8192, 8192, 8192): 1.00, (20
 MMA_SYNC_NAMES = ("mma_sync", "mma_pipeline")  # variant_name substrings of the sm_80 (mma.sync) steps
 MMA_SYNC_DTYPE, MMA_SYNC_SHAPE, MMA_SYNC_MIN_RATIO = "bfloat16", (4096, 4096, 4096), 0.55
 TF32_SHAPE, TF32_MIN_RATIO = (4096, 4096, 4096), 0.90
+CPU_MATMUL_MIN_RATIO = {(512, 512, 512): 0.50, (1024, 1024, 1024): 0.50}  # float32, a run on the CPU
 
 Record = dict[str, Any]
 
@@ -73,8 +77,9 @@ def spread(ours: Record, ref: Record, ref_name: str) -> str:
     return f"IQR ours {pct(ours)}, {ref_name} {pct(ref)}"
 
 
-def check(records: list[Record]) -> list[tuple[bool, str]]:
-    """(met, description) per target, in the module docstring's order (per dtype: its sizes, then its geomean)."""
+def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]:
+    """(met, description) per target of a run on `device` ("cuda" or "cpu"), in the module docstring's order (per
+    dtype: its sizes, then its geomean)."""
     by = {(r["op"], r["dtype"], tuple(r["shape"]), r["impl"], r.get("variant"), r.get("math")): r for r in records}
     results: list[tuple[bool, str]] = []
 
@@ -89,6 +94,24 @@ def check(records: list[Record]) -> list[tuple[bool, str]]:
     def missing(name: str, **rows: Record | None) -> tuple[bool, str]:
         absent = ", ".join(impl for impl, r in rows.items() if r is None)
         return False, f"{name}: missing ({absent}: no row, no median or a wrong result)"
+
+    def matmul_vs_torch(dtype: str, shape: tuple[int, ...], target: float, math_mode: str | None = None) -> None:
+        ours = row("matmul", dtype, shape, "ours", 0, math_mode)
+        ref = row("matmul", dtype, shape, "torch", None, math_mode)
+        label = f"{dtype}+{math_mode}" if math_mode else dtype
+        name = f"matmul {label} {'x'.join(map(str, shape))} vs torch"
+        if not (ours and ref):
+            results.append(missing(name, ours=ours, torch=ref))
+            return
+        ratio = ref["median_ms"] / ours["median_ms"]
+        results.append(
+            (ratio >= target, f"{name}: {ratio:.3f}x (target >= {target:.2f}; {spread(ours, ref, 'torch')})")
+        )
+
+    if device == "cpu":
+        for shape, target in CPU_MATMUL_MIN_RATIO.items():
+            matmul_vs_torch("float32", shape, target)
+        return results
 
     for dtype in SQUARE_COPY_DTYPES:
         sizes = sorted(s[0] for (op, dt, s, impl, _, _) in by if op == "square" and dt == dtype and impl == "ours")
@@ -123,19 +146,6 @@ def check(records: list[Record]) -> list[tuple[bool, str]]:
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         text = f"{name}: {geomean:.3f}x (target >= {SQUARE_TORCH_MIN_GEOMEAN:.2f}; min {min(ratios):.3f}x)"
         results.append((geomean >= SQUARE_TORCH_MIN_GEOMEAN, text))
-
-    def matmul_vs_torch(dtype: str, shape: tuple[int, ...], target: float, math_mode: str | None = None) -> None:
-        ours = row("matmul", dtype, shape, "ours", 0, math_mode)
-        ref = row("matmul", dtype, shape, "torch", None, math_mode)
-        label = f"{dtype}+{math_mode}" if math_mode else dtype
-        name = f"matmul {label} {'x'.join(map(str, shape))} vs torch"
-        if not (ours and ref):
-            results.append(missing(name, ours=ours, torch=ref))
-            return
-        ratio = ref["median_ms"] / ours["median_ms"]
-        results.append(
-            (ratio >= target, f"{name}: {ratio:.3f}x (target >= {target:.2f}; {spread(ours, ref, 'torch')})")
-        )
 
     for shape, target in MATMUL_MIN_RATIO.items():
         matmul_vs_torch("float32", shape, target)
@@ -174,9 +184,9 @@ def main(path: str) -> int:
     with open(path) as f:
         data = json.load(f)
     env = data["env"]
-    print(f"{env.get('gpu')}, SM clock {env.get('sm_clock_mhz')} MHz, torch {env.get('torch')}, "
+    print(f"{env.get('gpu') or env.get('cpu')}, SM clock {env.get('sm_clock_mhz')} MHz, torch {env.get('torch')}, "
           f"commit {str(env.get('git_commit'))[:10]}, {env.get('date')}")  # fmt: skip
-    results = check(data["records"])
+    results = check(data["records"], env.get("device") or "cuda")
     for met, text in results:
         print(f"{'ok  ' if met else 'MISS'} {text}")
     missed = sum(not met for met, _ in results)

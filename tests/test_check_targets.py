@@ -246,3 +246,27 @@ def test_tf32_target_reads_only_tf32_rows():
     # And the TF32 rows never stand in for the TF32-off float32 targets: drop the TF32-off 4096^3 rows.
     rows = [r for r in records() if not (r["dtype"] == "float32" and r["shape"] == [4096] * 3 and not r.get("math"))]
     assert misses(rows) == ["matmul float32 4096x4096x4096 vs torch"]
+
+
+def cpu_matmul_rows(ratio_512: float, ratio_1024: float) -> list[dict]:
+    """float32 matmul rows of a CPU run: torch at 1 ms, ours at 1 / ratio ms."""
+    rows = []
+    for n, ratio in ((512, ratio_512), (1024, ratio_1024)):
+        shape = [n, n, n]
+        base = {"op": "matmul", "dtype": "float32", "shape": shape, "iqr_ms": 0.01, "correct": True}
+        rows.append({**base, "impl": "torch", "variant": None, "median_ms": 1.0, "correct": None})
+        rows.append({**base, "impl": "ours", "variant": 0, "median_ms": 1.0 / ratio})
+    return rows
+
+
+def test_a_cpu_run_has_its_own_targets(tmp_path, capsys):
+    """A run with env.device "cpu" is checked against the CPU matmul targets (float32 512^3 and 1024^3 >= 0.50x
+    torch.mm), and only those: a CPU run has no GPU rows to miss."""
+    met = {text.split(":")[0]: ok for ok, text in check_targets.check(cpu_matmul_rows(0.5, 0.6), "cpu")}
+    assert met == {"matmul float32 512x512x512 vs torch": True, "matmul float32 1024x1024x1024 vs torch": True}
+    met = {text.split(":")[0]: ok for ok, text in check_targets.check(cpu_matmul_rows(0.49, 0.9), "cpu")}
+    assert met["matmul float32 512x512x512 vs torch"] is False
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps({"env": {"device": "cpu", "cpu": "x86_64"}, "records": cpu_matmul_rows(0.4, 0.7)}))
+    assert check_targets.main(str(path)) == 1
+    assert "1 of 2 targets met" in capsys.readouterr().out

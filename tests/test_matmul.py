@@ -9,7 +9,7 @@ from conftest import DEVICES, DTYPES, assert_matmul_close, rand, requires_cuda
 
 import cuda_kernels
 
-# (M, K, N): zeros, ones, primes, tile tails, odd rectangles, 999^3.
+# (M, K, N): zeros, ones, primes, tile tails, odd rectangles, the CPU kernel's paths and block edges, 999^3.
 SHAPES = [
     (0, 5, 3),
     (4, 5, 0),
@@ -21,6 +21,9 @@ SHAPES = [
     (127, 129, 131),
     (1, 4096, 3),
     (300, 1, 200),
+    (5, 301, 37),  # fewer rows than the CPU kernel's register tile: its matrix-vector path (and a K tail)
+    (37, 301, 5),  # fewer columns: the dot-product path
+    (75, 300, 260),  # past one CPU block in every dimension (72 rows, 256 deep, 256 float columns with AVX2)
     pytest.param((999, 999, 999), marks=pytest.mark.heavy),
 ]
 

@@ -1,54 +1,49 @@
-// matmul(a, b) on the CPU: rows of C split across threads; each task updates kRowBlock rows of C at a time
-// from one row of B, so every row of B read from memory is reused kRowBlock times; the inner loop over
-// N is unit-stride and vectorizes. Accumulates in fp32 (fp64 for fp64) in a per-task buffer.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
+// matmul(a, b) on the CPU: the blocked, packed kernel of matmul_kernel.h (Goto-style: packed B panels, packed A
+// blocks, a register-tiled at::vec micro-kernel, at::parallel_for over tiles of C), compiled once per CPU capability
+// (DEFAULT, AVX2, AVX512; matmul_kernel_<isa>.cpp) and picked at run time as square's kernel is (cpu::capability()).
+// Any strides for a and b (packing reads them as they are); accumulates in fp32 (fp64 for fp64).
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 
-#include <algorithm>
-#include <vector>
-
+#include "capability.h"
 #include "checks.h"
 #include "ops.h"
 
 namespace cuda_kernels {
+
+// The builds of matmul_kernel.h's entry point, one per capability: same signature, one namespace each.
+namespace cpu::DEFAULT {
+void matmul_kernel(at::ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0,
+                   int64_t sb1, void* c, int64_t M, int64_t N, int64_t K);
+}
+#if CUDA_KERNELS_CPU_X86_KERNELS
+namespace cpu::AVX2 {
+void matmul_kernel(at::ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0,
+                   int64_t sb1, void* c, int64_t M, int64_t N, int64_t K);
+}
+namespace cpu::AVX512 {
+void matmul_kernel(at::ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0,
+                   int64_t sb1, void* c, int64_t M, int64_t N, int64_t K);
+}
+#endif
+
 namespace {
 
-// Rows of C updated together per pass over B.
-constexpr int64_t kRowBlock = 4;
+using Kernel = void (*)(at::ScalarType, const void*, int64_t, int64_t, const void*, int64_t, int64_t, void*, int64_t,
+                        int64_t, int64_t);
 
-template <typename scalar_t>
-void matmul_rows(const at::Tensor& a, const at::Tensor& b_acc, at::Tensor& c) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const int64_t M = a.size(0), K = a.size(1), N = b_acc.size(1);
-  const scalar_t* A = a.const_data_ptr<scalar_t>();
-  const int64_t sa0 = a.stride(0), sa1 = a.stride(1);  // any strides for a: element (i, k) is A[i*sa0 + k*sa1]
-  const acc_t* B = b_acc.const_data_ptr<acc_t>();      // row-major (K, N) in the accumulation type
-  scalar_t* C = c.mutable_data_ptr<scalar_t>();
-  // Grain in rows: ~64K multiply-adds per task at least.
-  const int64_t grain = std::max<int64_t>(kRowBlock, 65536 / std::max<int64_t>(1, N * K));
-  at::parallel_for(0, M, grain, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> acc(kRowBlock * N);
-    for (int64_t i0 = begin; i0 < end; i0 += kRowBlock) {
-      const int64_t rows = std::min(kRowBlock, end - i0);
-      std::fill(acc.begin(), acc.end(), acc_t(0));
-      for (int64_t k = 0; k < K; ++k) {
-        const acc_t* brow = B + k * N;
-        for (int64_t r = 0; r < rows; ++r) {
-          const acc_t aik = static_cast<acc_t>(A[(i0 + r) * sa0 + k * sa1]);
-          acc_t* crow = acc.data() + r * N;
-          for (int64_t j = 0; j < N; ++j) crow[j] += aik * brow[j];
-        }
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        scalar_t* out = C + (i0 + r) * N;
-        const acc_t* crow = acc.data() + r * N;
-        for (int64_t j = 0; j < N; ++j) out[j] = static_cast<scalar_t>(crow[j]);
-      }
-    }
-  });
+// The kernel built for the capability this process runs with.
+Kernel matmul_kernel() {
+  switch (cpu::capability()) {
+#if CUDA_KERNELS_CPU_X86_KERNELS
+    case cpu::Capability::kAvx512:
+      return cpu::AVX512::matmul_kernel;
+    case cpu::Capability::kAvx2:
+      return cpu::AVX2::matmul_kernel;
+#endif
+    default:
+      return cpu::DEFAULT::matmul_kernel;
+  }
 }
 
 }  // namespace
@@ -63,12 +58,8 @@ at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b, int64_t variant)
   if (K == 0) return at::zeros({M, N}, a.options());  // an empty sum is 0, as in torch.mm
   at::Tensor c = at::empty({M, N}, a.options());
   if (M == 0 || N == 0) return c;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
-    // B in the accumulation dtype and row-major: one conversion pass, then a unit-stride inner loop.
-    const at::Tensor b_acc = b.to(c10::CppTypeToScalarType<acc_t>::value).contiguous();
-    matmul_rows<scalar_t>(a, b_acc, c);
-  });
+  matmul_kernel()(a.scalar_type(), a.const_data_ptr(), a.stride(0), a.stride(1), b.const_data_ptr(), b.stride(0),
+                  b.stride(1), c.mutable_data_ptr(), M, N, K);
   return c;
 }
 
