@@ -322,10 +322,10 @@ def _plot_bandwidth(ax: Any, rows: list[dict[str, Any]], peaks: Peaks | None) ->
 def _plot_compute(ax: Any, rows: list[dict[str, Any]], peak: float | None) -> None:
     """Square shapes as lines against N; other shapes as crosses at (M*N*K)^(1/3)."""
     for label, series in _series(rows).items():
-        square = sorted((r for r in series if len(set(r["shape"])) == 1), key=lambda r: r["shape"][0])
+        cubic = sorted((r for r in series if len(set(r["shape"])) == 1), key=lambda r: r["shape"][0])
         other = [r for r in series if len(set(r["shape"])) > 1]
         (line,) = ax.plot(
-            [r["shape"][0] for r in square], [r["tflops"] for r in square], marker="o", markersize=3, label=label
+            [r["shape"][0] for r in cubic], [r["tflops"] for r in cubic], marker="o", markersize=3, label=label
         )
         if other:
             ax.scatter(

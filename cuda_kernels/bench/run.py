@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from cuda_kernels.bench.report import dtype_label, make_record
 from cuda_kernels.bench.table import OPS, Case, Impl
@@ -39,33 +40,6 @@ def make_fn(case: Case, impl: Impl, inputs: list[Tensor]) -> Callable[[], Any]:
 def check_result(case: Case, impl: Impl, inputs: list[Tensor], out: Tensor) -> tuple[bool | None, str]:
     """(correct, note) for an output: True, False (note says what is wrong) or None (not checked: note why)."""
     return OPS[impl.op or case.op].check(inputs, out, case.math)
-
-
-class Progress:
-    """A tiny progress bar on stderr: redrawn in place on a terminal, one line per step otherwise."""
-
-    def __init__(self, total: int, width: int = 30) -> None:
-        self.total = total
-        self.done = 0
-        self.width = width
-        self.tty = sys.stderr.isatty()
-
-    def step(self, label: str) -> None:
-        """Shows that the step named label starts now."""
-        filled = self.width * self.done // max(self.total, 1)
-        bar = "#" * filled + "-" * (self.width - filled)
-        line = f"[{bar}] {self.done + 1}/{self.total} {label}"
-        if self.tty:
-            sys.stderr.write("\r\033[K" + line)
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-        self.done += 1
-
-    def close(self) -> None:
-        if self.tty:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
 
 
 @dataclass
@@ -151,18 +125,16 @@ def run_case(case: Case, settings: RunSettings) -> list[dict[str, Any]]:
 
 
 def run_cases(cases: list[Case], settings: RunSettings, progress: bool = True) -> list[dict[str, Any]]:
-    """run_case for every case, inside NVTX ranges op > dtype > shape (CUDA), with a progress bar."""
-    bar = Progress(len(cases)) if progress else None
+    """run_case for every case, inside NVTX ranges op > dtype > shape (CUDA), with a progress bar on stderr."""
     records: list[dict[str, Any]] = []
-    for case in cases:
-        if bar:
-            bar.step("/".join(case.nvtx_path))
-        with nvtx_ranges(case, settings.device):
-            records += run_case(case, settings)
-        if settings.device.type == "cuda":
-            torch.cuda.empty_cache()  # the largest cases need the memory that earlier ones left cached
-    if bar:
-        bar.close()
+    with tqdm(total=len(cases), unit="case", file=sys.stderr, disable=not progress, leave=False) as bar:
+        for case in cases:
+            bar.set_postfix_str("/".join(case.nvtx_path))
+            with nvtx_ranges(case, settings.device):
+                records += run_case(case, settings)
+            if settings.device.type == "cuda":
+                torch.cuda.empty_cache()  # the largest cases need the memory that earlier ones left cached
+            bar.update()
     return records
 
 
