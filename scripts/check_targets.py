@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Checks a benchmark.py JSON against the performance targets of the kernels (issues 4, 11, 12), one line per target.
+"""Checks a benchmark.py JSON against the performance targets of the kernels, one line per target.
 
     python scripts/check_targets.py docs/results/h100.json      # exit status 0: every target met
 
@@ -17,7 +17,7 @@ Targets:
                     little below 1; on average ours must not be slower.
   matmul vs torch   float32, default variant (0), TF32 off: >= 0.90x at 4096^3 and 8192^3, >= 0.80x at 2048^3,
                     4000^3 and 8192x1024x4096 (M x N x K).
-  tensor cores      (issue 12, H100) bfloat16 and float16, default variant (0) vs torch.mm: >= 1.00x at 4096^3 and
+  tensor cores      (H100) bfloat16 and float16, default variant (0) vs torch.mm: >= 1.00x at 4096^3 and
                     8192^3, >= 0.90x at 2048^3, 4000^3 and 8192x1024x4096, >= 0.75x at 1024^3.
                     The best mma.sync step (the rows whose variant_name contains "mma_sync" or "mma_pipeline"; the
                     line names it) at bfloat16 4096^3: >= 0.55x torch.mm.
