@@ -1,0 +1,47 @@
+"""The README's structure tree names only paths that exist, and every top-level file and folder of the repository
+that a user meets is in it: the tree must not drift from the checkout it describes."""
+
+from __future__ import annotations
+
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Top-level entries the tree leaves out on purpose: git's, tools' caches and build outputs.
+NOT_IN_TREE = {".git", ".github", ".gitignore", ".clang-format", "build", "LICENSE", "requirements-dev.txt"}
+
+
+def tree_paths() -> list[str]:
+    """Paths of the README's "## Structure" block: '├── name  # comment' lines, nested by 4 columns a level."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        text = f.read()
+    block = text.split("## Structure", 1)[1].split("```", 2)[1]
+    paths: list[str] = []
+    parents: list[str] = []
+    for line in block.splitlines():
+        match = re.match(r"^((?:│   |    )*)[├└]── (.+?)(?:\s{2,}#.*)?$", line)
+        if not match:
+            continue
+        depth = len(match.group(1)) // 4
+        names = [n.strip() for n in match.group(2).split(",")]
+        parents = parents[:depth]
+        for name in names:
+            paths.append(os.path.join(*parents, name.rstrip("/")))
+        parents.append(names[0].rstrip("/"))
+    return paths
+
+
+def test_every_path_in_the_tree_exists() -> None:
+    paths = tree_paths()
+    assert len(paths) > 20, paths  # the block was found and read
+    missing = [p for p in paths if not os.path.exists(os.path.join(ROOT, p))]
+    assert not missing, f"README's structure tree names paths that do not exist: {missing}"
+
+
+def test_every_top_level_entry_is_in_the_tree() -> None:
+    listed = {p.split(os.sep)[0] for p in tree_paths()}
+    tracked = {e for e in os.listdir(ROOT) if not e.startswith(".") or e in {".ci", ".pre-commit-config.yaml"}}
+    ignored = {e for e in tracked if e.endswith(".egg-info") or e in NOT_IN_TREE or e == "__pycache__"}
+    assert not (tracked - ignored - listed), (
+        f"top-level entries missing from README's tree: {tracked - ignored - listed}"
+    )
