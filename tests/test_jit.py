@@ -224,7 +224,9 @@ def test_same_basename_sources_are_refused() -> None:
 def test_dev_loop_reports_where_time_went(cold: dict) -> None:
     """python -m cuda_kernels.dev OP: builds in JIT mode (nothing to do here: the cache is warm), runs that op's fast
     tests and ends with the summary line; an unknown op is a clear error."""
+    # A CPU-only JIT build: on a GPU host the test session it starts must be told that is deliberate.
     env = dict(os.environ, WITH_CUDA="0", CUDA_KERNELS_JIT_DIR=os.path.dirname(cold["load"]["build_dir"]))
+    env["CUDA_KERNELS_ALLOW_CPU_ONLY"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     for var in ("DEBUG", "LINEINFO", "CUDA_KERNELS_DUMP_DIR"):
         env.pop(var, None)
