@@ -16,6 +16,9 @@ from conftest import TWO_GPU_SKIP_REASON
 
 import cuda_kernels
 
+# Not in the fast tier (-m 'not slow'): it starts process groups in child processes.
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "ddp_train.py")
 TIMEOUT_S = 180

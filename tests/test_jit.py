@@ -1,6 +1,7 @@
 """The JIT loop (CUDA_KERNELS_JIT=1): builds csrc/ on import, reloads without recompiling, rebuilds only what changed.
 
-One cold CPU build (WITH_CUDA=0) in a temporary cache, shared by the tests of this file (~40-60 s on 2 cores).
+One cold CPU build (WITH_CUDA=0) in a temporary cache, shared by the tests of this file (~40-60 s on 2 cores); the
+tests that need it are marked slow (the fast tier, -m "not slow", runs the planning tests only).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def cold(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return run_jit(str(tmp_path_factory.mktemp("jit")))
 
 
+@pytest.mark.slow
 def test_cold_build_loads_the_jit_module(cold: dict) -> None:
     assert cold["load"]["cold"] is True
     info = cold["build_info"]
@@ -78,6 +80,7 @@ def test_cold_build_loads_the_jit_module(cold: dict) -> None:
     print(f"\nJIT cold CPU build + import: {cold['import_s']:.1f} s")
 
 
+@pytest.mark.slow
 def test_warm_load_does_not_recompile(cold: dict) -> None:
     build_dir = cold["load"]["build_dir"]
     before = ninja_log(build_dir)
@@ -91,6 +94,7 @@ def test_warm_load_does_not_recompile(cold: dict) -> None:
     print(f"\nJIT warm import: {warm['import_s']:.2f} s (build step {warm['load']['seconds']:.3f} s)")
 
 
+@pytest.mark.slow
 def test_a_stale_object_is_the_only_one_rebuilt(cold: dict) -> None:
     # What an edit of csrc/cpu/square.cpp does, without touching csrc/: the fingerprint no longer matches (so the
     # import goes through torch's load() and ninja) and square.o is older than its source.
@@ -131,6 +135,7 @@ def test_fingerprint_covers_every_file_under_csrc_and_the_flags(monkeypatch: pyt
     assert _jit.fingerprint(_jit.plan()) != base
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to build a library with a static C++ runtime")
 def test_a_cached_binary_with_its_own_cxx_runtime_is_linked_again(cold: dict, tmp_path) -> None:
     # What a JIT cache built by a compiler that linked libstdc++ statically holds: the loader must not import it.
@@ -221,6 +226,7 @@ def test_same_basename_sources_are_refused() -> None:
         _jit.check_object_names(["csrc/cpu/matmul.cpp", "csrc/extra/matmul.cpp"])
 
 
+@pytest.mark.slow
 def test_dev_loop_reports_where_time_went(cold: dict) -> None:
     """python -m cuda_kernels.dev OP: builds in JIT mode (nothing to do here: the cache is warm), runs that op's fast
     tests and ends with the summary line; an unknown op is a clear error."""
