@@ -147,7 +147,8 @@ def format_table(records: list[dict[str, Any]]) -> str:
         "ours/torch",
     ]
     rows = []
-    for r, op, previous in zip(records, case_ops(records), [None, *case_ops(records)], strict=False):
+    ops = case_ops(records)
+    for r, op, previous in zip(records, ops, [None, *ops], strict=False):
         if previous is not None and op != previous:
             rows.append(None)
         impl = row_label(r)

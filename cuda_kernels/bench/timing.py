@@ -350,15 +350,3 @@ def capture_cuda_graph(fn: Callable[[], Any], calls: int) -> torch.cuda.CUDAGrap
         for _ in range(calls):
             fn()
     return graph
-
-
-def time_fn_cuda_graph(
-    fn: Callable[[], Any],
-    device: torch.device | str,
-    config: TimingConfig = CUDA_TIMING,
-    flush: Tensor | None = None,
-    calls: int = GRAPH_CALLS,
-) -> Timing:
-    """Like time_fn, but times replays of a graph of `calls` calls and divides by `calls` (no launch overhead)."""
-    graph = capture_cuda_graph(fn, calls)
-    return time_fn(graph.replay, device, config, flush, calls_per_sample=calls)
