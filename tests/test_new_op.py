@@ -314,6 +314,29 @@ def test_end_to_end_cpu(generated):
 
 @pytest.mark.slow
 @requires_e2e
+def test_end_to_end_cuda(generated, tmp_path):
+    """On a GPU: the copy built with CUDA for this GPU's arch alone, its tests (CUDA cases included) and benchmark."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU visible: the CUDA end to end needs one")
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"{major}.{minor}" + ("a" if major == 9 else "")  # sm_90a: the Hopper-only matmul steps build too
+    repo = tmp_path / "repo_cuda"
+    shutil.copytree(generated, repo, ignore=shutil.ignore_patterns("build", "*.so", "*.o", "__pycache__"))
+    _run([sys.executable, "setup.py", "build_ext", "--inplace"], repo, 1800, WITH_CUDA="1", TORCH_CUDA_ARCH_LIST=arch)
+    info = _run([sys.executable, "-c", "import cuda_kernels as ck; print(ck.build_info()['cuda'])"], repo, 300)
+    assert info.stdout.split() == ["True"], info.stdout
+    tests = _run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", f"tests/test_{NAME}.py"], repo, 900)
+    cuda_passed = [line for line in tests.stdout.splitlines() if "cuda" in line and " PASSED" in line]
+    assert cuda_passed and "FAILED" not in tests.stdout, tests.stdout[-3000:]  # the CUDA cases ran, not skipped
+    bench = _run([sys.executable, "benchmark.py", "--op", NAME, "--quick", "--device", "cuda"], repo, 900)
+    assert NAME in bench.stdout, bench.stdout[-3000:]
+    print(bench.stdout[-2000:])
+
+
+@pytest.mark.slow
+@requires_e2e
 def test_generated_kernel_compiles_with_nvcc(generated):
     """nvcc compiles the generated .cu alone for sm_90a, with the include paths and nvcc flags of a torch build."""
     from torch.utils.cpp_extension import COMMON_NVCC_FLAGS, include_paths
