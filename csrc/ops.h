@@ -22,8 +22,8 @@ namespace cuda_kernels {
 
 // square(x) = x * x elementwise. Any shape; float32/float64/float16/bfloat16; result contiguous.
 at::Tensor square_cpu(const at::Tensor& x);
-at::Tensor square_cuda(const at::Tensor& x);                    // csrc/cuda/ops.cpp: checks, guard, allocation, then:
-void square_cuda_launch(const at::Tensor& x, at::Tensor& out);  // csrc/cuda/square.cu (x.numel() >= 1)
+// csrc/cuda/ops.cpp: checks, guard, allocation, the dtype switch, then the kernels' launcher (csrc/cuda/square.h).
+at::Tensor square_cuda(const at::Tensor& x);
 
 // matmul(a, b) = a @ b for 2-D a (M, K) and b (K, N); accumulates in fp32 (fp64 for fp64).
 // variant: 0 picks a kernel; >= 1 forces one step of the CUDA kernel ladder (see csrc/cuda/matmul.cu), which must

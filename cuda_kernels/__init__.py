@@ -22,12 +22,19 @@ from cuda_kernels._build_config import decode_arch_tag
 from cuda_kernels._loader import load_extension
 
 # `python -m cuda_kernels.doctor` imports this package first: a broken extension must not stop the doctor,
-# which reports _LOAD_ERROR instead; nor `python -m cuda_kernels.new`, which adds an op before the first build.
+# which reports _LOAD_ERROR instead; nor `python -m cuda_kernels.new`, which adds an op before the first build;
+# nor `python -m cuda_kernels.dev` (the edit loop), which reports a failed build itself. The loop always builds in
+# JIT mode, and first starts a thread that imports what the tests will need while the compiler runs.
 # Everyone else gets the ImportError at once.
-_RUNS_WITHOUT_EXTENSION = ("cuda_kernels.doctor", "cuda_kernels.new")
+_RUNS_WITHOUT_EXTENSION = ("cuda_kernels.doctor", "cuda_kernels.new", "cuda_kernels.dev")
+_STARTED_AS_DEV = any(arg.endswith("cuda_kernels.dev") for arg in getattr(sys, "orig_argv", []))
+if _STARTED_AS_DEV:
+    from cuda_kernels._dev_prefetch import start_prefetch
+
+    _PREFETCH = start_prefetch()
 _LOAD_ERROR: ImportError | None = None
 try:
-    _C, _MODE = load_extension(jit=os.environ.get("CUDA_KERNELS_JIT", "0") not in ("", "0"))
+    _C, _MODE = load_extension(jit=_STARTED_AS_DEV or os.environ.get("CUDA_KERNELS_JIT", "0") not in ("", "0"))
 except ImportError as _err:
     if not any(arg.endswith(_RUNS_WITHOUT_EXTENSION) for arg in getattr(sys, "orig_argv", [])):
         raise

@@ -4,11 +4,13 @@
     python -m cuda_kernels.dev matmul -k bad   # extra arguments go to pytest
     python -m cuda_kernels.dev                 # every fast test (-m "not slow"), not one op's
 
-Step 1 imports cuda_kernels with CUDA_KERNELS_JIT=1 in a child process: the JIT build (cuda_kernels/_jit.py)
-recompiles only the sources whose content changed, or nothing (then it loads the cached module in milliseconds).
-The files ninja compiled are listed with their compile times (the build folder's .ninja_log, read by the JIT). Step 2 runs
-`pytest -m "not slow" tests/test_<op>.py` in JIT mode, which finds the module built in step 1. The summary line
-splits the wall time into build, test collection and the tests; a slow loop shows which to cut.
+One process does it all, so torch is imported once: it loads cuda_kernels with CUDA_KERNELS_JIT=1 (the JIT build,
+cuda_kernels/_jit.py, recompiles only the sources whose content changed, or nothing: then it loads the cached
+module in milliseconds), then runs `pytest -m "not slow" tests/test_<op>.py` in the same interpreter. While the
+compiler runs, a background thread imports what torch.library.opcheck loads on its first call (torch's dynamo,
+inductor and functorch: seconds), which the tests would otherwise wait for. The files ninja compiled are listed with
+their compile times (the build folder's .ninja_log, read by the JIT); the summary line splits the wall time into
+build and tests, so a slow loop shows which to cut.
 
 The slow tier (torch.compile through inductor, large tensors, subprocess builds) is left out here; `make test`
 and CI run everything.
@@ -17,7 +19,6 @@ and CI run everything.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -27,6 +28,18 @@ from cuda_kernels import _build_config as bc
 
 TESTS = os.path.join(bc.ROOT, "tests")
 FAST = "not slow"
+
+
+def seconds_since_start() -> float | None:
+    """Wall-clock seconds since this process started (Linux: /proc), None where that cannot be read."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def op_tests(op: str | None) -> list[str]:
@@ -46,29 +59,27 @@ def jit_env() -> dict[str, str]:
     return env
 
 
-def build(env: dict[str, str]) -> tuple[float, list[tuple[str, float]]]:
-    """Imports cuda_kernels in JIT mode in a child process: (seconds, what ninja ran: [(output, seconds)])."""
-    probe = "import json, cuda_kernels; from cuda_kernels import _jit; print(json.dumps(_jit.LAST_LOAD))"
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", probe], env=env, cwd=bc.ROOT, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        raise SystemExit(f"cuda_kernels.dev: the JIT build failed after {seconds:.1f} s (compiler output above)")
-    sys.stderr.write(proc.stderr)  # the JIT's own lines (a cold build says so)
-    load = json.loads(proc.stdout.strip().splitlines()[-1])
-    return seconds, [(str(out), float(sec)) for out, sec in load.get("compiled", [])]
+def build() -> tuple[float, list[tuple[str, float]]]:
+    """The JIT build that importing cuda_kernels ran in this process: (seconds, what ninja ran: [(output, seconds)])."""
+    import cuda_kernels
+    from cuda_kernels import _jit
+
+    if cuda_kernels._LOAD_ERROR is not None:
+        sys.stderr.write(f"{cuda_kernels._LOAD_ERROR}\n")
+        raise SystemExit("cuda_kernels.dev: the JIT build failed (compiler output above)")
+    if cuda_kernels._MODE != "jit":
+        raise SystemExit("cuda_kernels.dev: run it as `python -m cuda_kernels.dev OP` (or make dev OP=...)")
+    load = _jit.LAST_LOAD
+    return float(load.get("seconds", 0.0)), [(str(out), float(sec)) for out, sec in load.get("compiled", [])]
 
 
-def run_tests(paths: list[str], extra: list[str], env: dict[str, str]) -> tuple[int, float]:
-    """pytest -m "not slow" on paths, its output shown; (exit code, seconds)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", FAST, "--durations=5", *paths, *extra]
+def run_tests(paths: list[str], extra: list[str]) -> tuple[int, float]:
+    """pytest -m "not slow" on paths in this process, its output shown; (exit code, seconds)."""
+    import pytest
+
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, cwd=bc.ROOT, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    sys.stdout.write(proc.stdout)
-    sys.stderr.write(proc.stderr)
-    return proc.returncode, seconds
+    code = pytest.main(["-q", "-m", FAST, "--durations=5", *paths, *extra])
+    return int(code), time.perf_counter() - start
 
 
 def collect_seconds(paths: list[str], extra: list[str], env: dict[str, str]) -> float:
@@ -100,15 +111,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collect", action="store_true", help="also time pytest's collection (one more run)")
     args, extra = parser.parse_known_args(argv)
     paths = op_tests(args.op)
-    env = jit_env()
-    start = time.perf_counter()
-    build_s, compiled = build(env)
+    os.chdir(bc.ROOT)
+    os.environ["CUDA_KERNELS_JIT"] = "1"  # processes the tests start load the same JIT build
+    import cuda_kernels
+
+    startup_s = seconds_since_start()  # the interpreter, torch and the build (the package's import ran it)
+    build_s, compiled = build()
     print(describe_build(build_s, compiled), flush=True)
-    code, test_s = run_tests(paths, extra, env)
-    total = time.perf_counter() - start
-    summary = f"dev loop {total:.1f} s = {describe_build(build_s, compiled)}; tests {test_s:.1f} s"
+    start = time.perf_counter()
+    cuda_kernels._PREFETCH.join()
+    wait_s = time.perf_counter() - start
+    code, test_s = run_tests(paths, extra)
+    parts = [describe_build(build_s, compiled), f"opcheck's imports {wait_s:.1f} s more", f"tests {test_s:.1f} s"]
+    if startup_s is None:
+        summary = "dev loop: " + "; ".join(parts)
+    else:
+        total = startup_s + wait_s + test_s
+        parts.insert(0, f"python and torch start-up {max(startup_s - build_s, 0.0):.1f} s")
+        summary = f"dev loop {total:.1f} s = " + "; ".join(parts)
     if args.collect:
-        summary += f" (of which pytest start-up and collection {collect_seconds(paths, extra, env):.1f} s)"
+        summary += f" (pytest's start-up and collection, alone: {collect_seconds(paths, extra, jit_env()):.1f} s)"
     print(summary + ("" if code == 0 else f"; pytest exit code {code}"))
     return code
 

@@ -142,6 +142,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: left out ({needs} is not installed)")
             names.remove(name)
 
+    def write_json() -> None:  # after every row, so a run cut short keeps what it measured
+        if not args.json:
+            return
+        env_block = {
+            "machine": platform.node(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "build_info": {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool, list))},
+            "git_commit": os.environ.get("CUDA_KERNELS_GIT_COMMIT", ""),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "argv": sys.argv[1:],
+        }
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump({"env": env_block, "rows": records}, f, indent=1)
+
     path = os.path.join(ROOT, edited)
     with open(path) as f:
         original = f.read()
@@ -173,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 "tail": tail,
             }
             records.append(record)
+            write_json()
             status = "ok" if code == 0 else f"FAILED (exit {code})"
             print(f"{name:18s} median {record['median_s']:7.2f} s of {len(times)}  {status}  [{cmd}]", flush=True)
             if code != 0:
@@ -182,21 +201,6 @@ def main(argv: list[str] | None = None) -> int:
             f.write(original)
         shutil.rmtree(jit_dir, ignore_errors=True)
 
-    if args.json:
-        env_block = {
-            "machine": platform.node(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "build_info": {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool, list))},
-            "git_commit": os.environ.get("CUDA_KERNELS_GIT_COMMIT", ""),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "argv": sys.argv[1:],
-        }
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump({"env": env_block, "rows": records}, f, indent=1)
     return 1 if any(r["exit_code"] for r in records) else 0
 
 

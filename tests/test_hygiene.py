@@ -59,9 +59,8 @@ ALLOWED_WRITES = {
     ("scripts/crosscheck_do_bench.py", "main"): "the OUT path given on the command line",
     ("scripts/tune_matmul.py", "main"): "--json PATH given by the user",
     ("scripts/debug_costs.py", "main"): "--json PATH given by the user",
-    ("scripts/loop_timings.py", "main"): (
-        "--json PATH given by the user; the edited kernel source (restored at the end); a temporary JIT cache"
-    ),
+    ("scripts/loop_timings.py", "main"): "the edited kernel source (restored at the end); a temporary JIT cache",
+    ("scripts/loop_timings.py", "write_json"): "--json PATH given by the user",
     ("scripts/cpu_square_bench.py", "main"): "--json PATH given by the user",
 }
 # Calls that write, by qualified name (module.function) or by method name on any object.

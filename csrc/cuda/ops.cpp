@@ -1,27 +1,76 @@
 // The CUDA ops as registered in csrc/api.cpp: validation, device guard and output allocation (host code built by
 // the C++ compiler), then the kernel launchers of csrc/cuda/*.cu.
+#include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "checks.h"
+#include "cuda/square.h"
+#include "cuda/utils.cuh"
 #include "ops.h"
 
 namespace cuda_kernels {
 
-at::Tensor square_cuda(const at::Tensor& x) {
-  check_square_input(x);
-  const c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
-  if (x.numel() > 0) square_cuda_launch(x, out);
+namespace {
+
+// Drops size-1 dims and merges dim d into d+1 when they step through memory as one dim.
+// Returns ndim > kMaxDims (and no sizes) when even the merged layout does not fit.
+square_launch::StridedLayout coalesce(const at::Tensor& x) {
+  std::vector<int64_t> sizes, strides;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (x.size(d) == 1) continue;
+    if (!sizes.empty() && strides.back() == x.stride(d) * x.size(d)) {
+      sizes.back() *= x.size(d);
+      strides.back() = x.stride(d);
+    } else {
+      sizes.push_back(x.size(d));
+      strides.push_back(x.stride(d));
+    }
+  }
+  square_launch::StridedLayout out{};
+  out.ndim = static_cast<int>(sizes.size());
+  for (int d = 0; d < out.ndim && d < square_launch::kMaxDims; ++d) {
+    out.sizes[d] = sizes[d];
+    out.strides[d] = strides[d];
+  }
+  return out;
+}
+
+}  // namespace
+
+at::Tensor square_cuda(const at::Tensor& x_in) {
+  check_square_input(x_in);
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  at::Tensor out = at::empty(x_in.sizes(), x_in.options().memory_format(at::MemoryFormat::Contiguous));
+  if (x_in.numel() == 0) return out;
+  square_launch::StridedLayout layout = x_in.is_contiguous() ? square_launch::StridedLayout{} : coalesce(x_in);
+  // Rare: more non-mergeable dims than the strided kernel carries; copy to contiguous first.
+  const bool too_many_dims = layout.ndim > square_launch::kMaxDims;
+  const at::Tensor x = too_many_dims ? x_in.contiguous() : x_in;
+  // Dense from its data pointer: contiguous, or every dim merged into one unit-stride dim.
+  const bool dense = too_many_dims || x.is_contiguous() || (layout.ndim == 1 && layout.strides[0] == 1);
+  // 32-bit indices while every index and offset fits (with headroom for base + u * kThreads); 64-bit beyond.
+  int64_t max_offset = 0;  // the largest element offset from the data pointer that the kernel reads
+  for (int64_t d = 0; d < x.dim(); ++d) max_offset += (x.size(d) - 1) * x.stride(d);
+  const bool index32 = std::max(x.numel(), max_offset) < (int64_t{1} << 30);
+  const int64_t wave = blocks_per_wave(x.get_device(), square_launch::kThreads);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.get_device()).stream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "cuda_kernels.square", [&] {
+    C10_CUDA_CHECK(square_launch::launch<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(),
+                                                   x.numel(), dense ? nullptr : &layout, index32, wave, stream));
+  });
   return out;
 }
 

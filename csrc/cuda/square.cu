@@ -1,5 +1,6 @@
-// square(x) on CUDA, written to run at the memory roofline. Validation, the device guard and allocation happen
-// before, in csrc/cuda/ops.cpp; this file only launches kernels.
+// square(x) on CUDA, written to run at the memory roofline. Validation, the device guard, allocation, the dtype
+// switch and the input's layout are the host side's, in csrc/cuda/ops.cpp; this file holds the kernels and their
+// launcher, and includes no ATen header (csrc/cuda/square.h says why).
 //
 // Three paths, one kernel name (square_kernel, so `ncu -k square_kernel` catches all of them):
 //  * vector:    16-byte loads and stores (LDG.128/STG.128), 2 (4 at mid sizes) loads in flight per thread,
@@ -8,18 +9,16 @@
 //               offset): scalar loads, 16-byte stores (the output is freshly allocated, hence aligned);
 //  * strided:   non-contiguous input read through sizes/strides (no .contiguous() copy), contiguous output.
 // 32-bit indexing when the tensor is small enough, 64-bit otherwise.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/core/Tensor.h>
-#include <c10/cuda/CUDAStream.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
-#include <vector>
+#include <cstdint>
 
-#include "cuda/utils.cuh"
-#include "ops.h"
+#include "cuda/square.h"
 
-namespace cuda_kernels {
+namespace cuda_kernels::square_launch {
 namespace {
 
 // Launch shape (docs/benchmarks.md, "Square launch shape", has the H100 measurements behind each choice):
@@ -31,20 +30,32 @@ namespace {
 //    wave (SMs x resident blocks per SM) but whose 4-pack grid fits in kFewWaves waves, get 4 packs per thread:
 //    the whole tensor is then in flight at once (torch's float64 kernel does the same). Smaller tensors keep 2
 //    packs, which spreads them over more SMs.
-constexpr int kThreads = 128;        // threads per block
 constexpr int kBytesPerAccess = 16;  // one 128-bit memory instruction per pack
 constexpr int kPacksManyWaves = 2;   // independent packs loaded per thread before the first store: large tensors
 constexpr int kPacksFewWaves = 4;    // ... and for mid-size tensors, whose 4-pack grid fits in kFewWaves waves
 constexpr int kFewWaves = 2;
 constexpr int kStridedUnroll = 2;  // strided path: elements loaded per thread before the first store
-constexpr int kMaxDims = 8;        // strided path: more (coalesced) dims than this are copied first
 // Contiguous kernel: ask for every block an SM can hold (2048 threads on sm_80/sm_90). That caps registers at 32
 // per thread, so the resident-block count that blocks_per_wave assumes holds (ptxas -v: 19-32, no spills).
 constexpr int kMinBlocksPerSm = 2048 / kThreads;
 
+// The type square computes in: float for half/bfloat16, as torch.square does (at::opmath_type, without its header).
+template <typename scalar_t>
+struct OpMath {
+  using type = scalar_t;
+};
+template <>
+struct OpMath<c10::Half> {
+  using type = float;
+};
+template <>
+struct OpMath<c10::BFloat16> {
+  using type = float;
+};
+
 template <typename scalar_t>
 __device__ __forceinline__ scalar_t square_one(scalar_t x) {
-  using opmath_t = at::opmath_type<scalar_t>;  // float for half/bfloat16, as torch.square computes
+  using opmath_t = typename OpMath<scalar_t>::type;
   const opmath_t v = static_cast<opmath_t>(x);
   return static_cast<scalar_t>(v * v);
 }
@@ -94,13 +105,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   if (blockIdx.x == 0 && tail < n) y[tail] = square_one(x[tail]);
 }
 
-// Sizes and strides (in elements) of the input, innermost dim last, after merging mergeable dims.
-struct StridedLayout {
-  int ndim;
-  int64_t sizes[kMaxDims];
-  int64_t strides[kMaxDims];
-};
-
 // Non-contiguous input: output element i (row-major) reads the input at the offset its multi-index gives.
 template <typename scalar_t, typename index_t>
 __global__ void __launch_bounds__(kThreads)
@@ -128,33 +132,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Drops size-1 dims and merges dim d into d+1 when they step through memory as one dim.
-// Returns ndim > kMaxDims (and no sizes) when even the merged layout does not fit.
-StridedLayout coalesce(const at::Tensor& x) {
-  std::vector<int64_t> sizes, strides;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (x.size(d) == 1) continue;
-    if (!sizes.empty() && strides.back() == x.stride(d) * x.size(d)) {
-      sizes.back() *= x.size(d);
-      strides.back() = x.stride(d);
-    } else {
-      sizes.push_back(x.size(d));
-      strides.push_back(x.stride(d));
-    }
-  }
-  StridedLayout out{};
-  out.ndim = static_cast<int>(sizes.size());
-  for (int d = 0; d < out.ndim && d < kMaxDims; ++d) {
-    out.sizes[d] = sizes[d];
-    out.strides[d] = strides[d];
-  }
-  return out;
-}
-
 // Blocks to cover work_items once with items_per_thread each (at least 1 block, for the scalar tail). gridDim.x
 // allows 2^31 - 1 blocks, far more than the 2^31 * 256 * 2 packs that would need them.
 int64_t grid_size(int64_t work_items, int items_per_thread) {
-  return std::max<int64_t>(1, ceil_div<int64_t>(work_items, int64_t{kThreads} * items_per_thread));
+  const int64_t per_block = int64_t{kThreads} * items_per_thread;
+  return std::max<int64_t>(1, (work_items + per_block - 1) / per_block);
 }
 
 // More than one wave of blocks at kPacksManyWaves packs per thread, at most kFewWaves at kPacksFewWaves.
@@ -170,49 +152,43 @@ void launch_contiguous(const scalar_t* in, scalar_t* out, int64_t n, cudaStream_
       <<<grid, kThreads, 0, stream>>>(in, out, static_cast<index_t>(n));
 }
 
-// layout: coalesce(x) for non-contiguous x (ignored for contiguous x).
 template <typename scalar_t, typename index_t>
-void launch(const at::Tensor& x, const StridedLayout& layout, at::Tensor& y, cudaStream_t stream) {
-  const int64_t n = x.numel();
-  const scalar_t* in = x.const_data_ptr<scalar_t>();
-  scalar_t* out = y.mutable_data_ptr<scalar_t>();
-  const bool contiguous = x.is_contiguous() || (layout.ndim == 1 && layout.strides[0] == 1);
+void launch_typed(const scalar_t* in, scalar_t* out, int64_t n, const StridedLayout* strided, int64_t blocks_per_wave,
+                  cudaStream_t stream) {
   constexpr bool kIndex32 = sizeof(index_t) == 4;
-  if (!contiguous) {
+  if (strided != nullptr) {
     const auto grid = static_cast<unsigned>(grid_size(n, kStridedUnroll));
-    square_kernel<scalar_t, index_t><<<grid, kThreads, 0, stream>>>(in, out, static_cast<index_t>(n), layout);
-  } else if (!is_aligned(in, kBytesPerAccess)) {
+    square_kernel<scalar_t, index_t><<<grid, kThreads, 0, stream>>>(in, out, static_cast<index_t>(n), *strided);
+  } else if (reinterpret_cast<uintptr_t>(in) % kBytesPerAccess != 0) {
     // A view with a storage offset: scalar loads (at 4 packs those would spill registers for fp16/bf16).
     launch_contiguous<scalar_t, index_t, false, kPacksManyWaves>(in, out, n, stream);
-  } else if (kIndex32 && is_mid_size(n / Pack<scalar_t>::kVec, blocks_per_wave(x.get_device(), kThreads))) {
+  } else if (kIndex32 && is_mid_size(n / Pack<scalar_t>::kVec, blocks_per_wave)) {
     // 64-bit indices mean >= 2^30 elements, never a few waves: that kernel is not even compiled.
     launch_contiguous<scalar_t, index_t, true, kIndex32 ? kPacksFewWaves : kPacksManyWaves>(in, out, n, stream);
   } else {
     launch_contiguous<scalar_t, index_t, true, kPacksManyWaves>(in, out, n, stream);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-void square_cuda_launch(const at::Tensor& x_in, at::Tensor& out) {
-  StridedLayout layout = x_in.is_contiguous() ? StridedLayout{} : coalesce(x_in);
-  // Rare: more non-mergeable dims than the strided kernel carries; copy to contiguous first.
-  const bool too_many_dims = layout.ndim > kMaxDims;
-  const at::Tensor x = too_many_dims ? x_in.contiguous() : x_in;
-  if (too_many_dims) layout = StridedLayout{};
-  // 32-bit indices while every index and offset fits (with headroom for base + u * kThreads); 64-bit beyond.
-  int64_t max_offset = 0;  // the largest element offset from the data pointer that the kernel reads
-  for (int64_t d = 0; d < x.dim(); ++d) max_offset += (x.size(d) - 1) * x.stride(d);
-  const bool use_32bit = std::max(x.numel(), max_offset) < (int64_t{1} << 30);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.get_device()).stream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "cuda_kernels.square", [&] {
-    if (use_32bit) {
-      launch<scalar_t, int32_t>(x, layout, out, stream);
-    } else {
-      launch<scalar_t, int64_t>(x, layout, out, stream);
-    }
-  });
+template <typename scalar_t>
+cudaError_t launch(const scalar_t* in, scalar_t* out, int64_t n, const StridedLayout* strided, bool index32,
+                   int64_t blocks_per_wave, cudaStream_t stream) {
+  if (index32) {
+    launch_typed<scalar_t, int32_t>(in, out, n, strided, blocks_per_wave, stream);
+  } else {
+    launch_typed<scalar_t, int64_t>(in, out, n, strided, blocks_per_wave, stream);
+  }
+  return cudaGetLastError();
 }
 
-}  // namespace cuda_kernels
+// The dtypes the host side dispatches to (AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16) in ops.cpp).
+template cudaError_t launch<float>(const float*, float*, int64_t, const StridedLayout*, bool, int64_t, cudaStream_t);
+template cudaError_t launch<double>(const double*, double*, int64_t, const StridedLayout*, bool, int64_t, cudaStream_t);
+template cudaError_t launch<c10::Half>(const c10::Half*, c10::Half*, int64_t, const StridedLayout*, bool, int64_t,
+                                       cudaStream_t);
+template cudaError_t launch<c10::BFloat16>(const c10::BFloat16*, c10::BFloat16*, int64_t, const StridedLayout*, bool,
+                                           int64_t, cudaStream_t);
+
+}  // namespace cuda_kernels::square_launch
