@@ -103,8 +103,9 @@ inline std::string built_archs() {
 
 // What ladder step `step` needs that a call with `dtype` on `gpu` does not have, as the end of a sentence that
 // starts with the step ("supports float16 and bfloat16, got float32"); empty when it can run.
+// tf32: whether torch allows TF32 for float32 matmul now (at::globalContext().allowTF32CuBLAS()).
 inline std::string matmul_step_unmet_need(const matmul_ladder::Step& step, at::ScalarType dtype,
-                                          const matmul_ladder::GpuInfo& gpu) {
+                                          const matmul_ladder::GpuInfo& gpu, bool tf32) {
   if (!(step.dtypes & matmul_ladder::dtype_bit(dtype))) {
     std::string takes;
     const at::ScalarType all[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
@@ -116,6 +117,10 @@ inline std::string matmul_step_unmet_need(const matmul_ladder::Step& step, at::S
       ++n;
     }
     return "supports " + takes + ", got " + matmul_dtype_name(dtype);
+  }
+  if ((step.requirements & matmul_ladder::kTf32Math) && !tf32) {
+    return "computes float32 in TF32, which torch does not allow now: set torch.backends.cuda.matmul.allow_tf32 = "
+           "True (or torch.set_float32_matmul_precision(\"high\"))";
   }
   const auto cc_text = [](int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); };
   if (gpu.cc < step.min_cc) {
@@ -133,7 +138,7 @@ inline std::string matmul_step_unmet_need(const matmul_ladder::Step& step, at::S
 // variant = 0 (auto) or a step of `ladder` that can run `dtype` on `gpu`; anything else is an error naming the op,
 // the step and why, e.g. "cuda_kernels.matmul: variant 7 (07_mma_sync) supports float16 and bfloat16, got float32".
 inline void check_matmul_variant(int64_t variant, c10::ArrayRef<matmul_ladder::Step> ladder, at::ScalarType dtype,
-                                 const matmul_ladder::GpuInfo& gpu) {
+                                 const matmul_ladder::GpuInfo& gpu, bool tf32) {
   constexpr const char* op = "cuda_kernels.matmul";
   if (variant < 0 || variant > static_cast<int64_t>(ladder.size())) {
     std::string known;
@@ -143,7 +148,7 @@ inline void check_matmul_variant(int64_t variant, c10::ArrayRef<matmul_ladder::S
   }
   if (variant == 0) return;
   const matmul_ladder::Step& step = ladder[variant - 1];
-  const std::string why_not = matmul_step_unmet_need(step, dtype, gpu);
+  const std::string why_not = matmul_step_unmet_need(step, dtype, gpu, tf32);
   TORCH_CHECK(why_not.empty(), op, ": variant ", variant, " (", step.name, ") ", why_not);
 }
 

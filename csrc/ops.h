@@ -33,7 +33,8 @@ at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant
 // The CUDA ladder's steps as (variant, name), e.g. {1, "01_tiled"}; empty in a CPU-only build.
 std::vector<std::pair<int64_t, std::string>> matmul_cuda_variants();
 // csrc/cuda/ops.cpp, for cuda_kernels._C (csrc/api.cpp). dtype_name: "float32", "float64", "float16", "bfloat16"
-// (or "torch.<name>", "float", "double", "half"); device: a CUDA device index, -1 for the current device.
+// (or "torch.<name>", "float", "double", "half"), "float32" with TF32 as torch allows it now, "float32+tf32" with
+// TF32 allowed; device: a CUDA device index, -1 for the current device.
 // The step variant 0 runs for that dtype on that GPU: (variant, name, reason), e.g.
 // (8, "08_mma_pipeline", "compute 9.0 (NVIDIA H100 80GB HBM3), bfloat16: ...").
 std::tuple<int64_t, std::string, std::string> matmul_cuda_default_step_info(const std::string& dtype_name,
@@ -47,7 +48,8 @@ std::vector<std::pair<int64_t, std::vector<std::string>>> matmul_cuda_variant_dt
 // csrc/cuda/matmul.cu: the ladder.
 c10::ArrayRef<matmul_ladder::Step> matmul_cuda_ladder();
 // The step variant 0 runs for dtype on gpu; *reason (if given) gets why (what was skipped).
-const matmul_ladder::Step& matmul_cuda_default_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu,
+// tf32: whether TF32 is allowed for float32 (at::globalContext().allowTF32CuBLAS()).
+const matmul_ladder::Step& matmul_cuda_default_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, bool tf32,
                                                     std::string* reason);
 // Runs `step` (its needs checked by the caller): M, N, K >= 1, c allocated (M, N) row-major. Copies a and b to
 // row-major first when the step needs it.

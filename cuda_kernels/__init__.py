@@ -72,11 +72,12 @@ def build_info() -> dict[str, Any]:
 
 
 def _matmul_paths() -> dict[str, str]:
-    """{dtype: "step_name: why"} for variant 0 on the current CUDA device (the extension's own pick); {} when the
-    device cannot be queried (e.g. a driver too old for the CUDA runtime: the doctor explains that case)."""
+    """{dtype: "step_name: why"} for variant 0 on the current CUDA device (the extension's own pick); "float32" as
+    TF32 is set now, "float32+tf32" with TF32 allowed; {} when the device cannot be queried (e.g. a driver too old
+    for the CUDA runtime: the doctor explains that case)."""
     paths = {}
     try:
-        for dtype in ("float32", "float64", "bfloat16", "float16"):
+        for dtype in ("float32", "float32+tf32", "float64", "bfloat16", "float16"):
             _variant, name, reason = _C._matmul_default_step(dtype, -1)
             paths[dtype] = f"{name}: {reason}"
     except RuntimeError:  # torch.AcceleratorError is one; build_info() must describe even a binary that cannot run

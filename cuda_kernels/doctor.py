@@ -374,11 +374,12 @@ def _within_bound(a, b, bound_fn):
 
 
 def matmul_paths(gpu_index: int) -> list[str]:
-    """What variant 0 runs on GPU `gpu_index` per dtype, and why (the extension's own pick)."""
+    """What variant 0 runs on GPU `gpu_index` per dtype, and why (the extension's own pick); float32 as TF32 is set
+    now, float32+tf32 with TF32 allowed."""
     import cuda_kernels
 
     lines = []
-    for dtype in ("float32", "float64", "bfloat16", "float16"):
+    for dtype in ("float32", "float32+tf32", "float64", "bfloat16", "float16"):
         variant, name, reason = cuda_kernels._C._matmul_default_step(dtype, gpu_index)
         lines.append(f"{dtype}: step {variant} {name} ({reason})")
     return lines

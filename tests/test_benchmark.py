@@ -532,7 +532,7 @@ FAKE_DTYPES = {v: (ALL_DTYPES if v <= 6 else {"float16", "bfloat16"}) for v, _ i
 NEEDS_HOPPER = "needs an sm_90a build on a compute-9.0 GPU (this binary was built for sm_80)"
 
 
-def fake_unmet_need(variant: int, dtype_name: str, device: torch.device) -> str:
+def fake_unmet_need(variant: int, dtype_name: str, device: torch.device, tf32: bool = False) -> str:
     """As csrc/checks.h words it, for a binary built for sm_80 on an sm_80 GPU: step 9 never runs here."""
     if dtype_name not in FAKE_DTYPES[variant]:
         return f"supports float16 and bfloat16, got {dtype_name}"
@@ -641,7 +641,7 @@ def test_ladder_run_skips_with_a_note_and_exits_0(fake_ladder, tmp_path, capsys)
 
 def test_ladder_run_without_the_skip_rule_fails(fake_ladder, monkeypatch, tmp_path):
     """The test above can fail: if nothing is left out, the steps that cannot run raise and the run exits 1."""
-    monkeypatch.setattr(table, "matmul_step_unmet_need", lambda variant, dtype_name, device: "")
+    monkeypatch.setattr(table, "matmul_step_unmet_need", lambda variant, dtype_name, device, tf32=False: "")
     assert run_fake_ladder(tmp_path)[0] == 1
 
 

@@ -232,7 +232,8 @@ def test_doctor_reports_an_installed_binary_with_its_own_cxx_runtime(tmp_path) -
 
 def test_build_info_and_doctor_name_the_matmul_path() -> None:
     """build_info()["matmul"] and the doctor say what variant 0 runs per dtype on this GPU and why; on a GPU of
-    compute capability 8.0 or newer bfloat16 takes a tensor-core step, float32 never does."""
+    compute capability 8.0 or newer bfloat16 takes a tensor-core step, float32 does only with TF32 allowed (and on
+    Hopper: step 13)."""
     import torch
 
     import cuda_kernels
@@ -241,10 +242,15 @@ def test_build_info_and_doctor_name_the_matmul_path() -> None:
     if not (info["cuda"] and torch.cuda.is_available()):
         assert info["matmul"] == {}
         pytest.skip("needs a CUDA build and a GPU: without them build_info() names no matmul path")
-    assert sorted(info["matmul"]) == ["bfloat16", "float16", "float32", "float64"]
-    assert info["matmul"]["float32"].startswith("06_async_pipeline: ")
+    assert sorted(info["matmul"]) == ["bfloat16", "float16", "float32", "float32+tf32", "float64"]
+    if not torch.backends.cuda.matmul.allow_tf32:
+        assert info["matmul"]["float32"].startswith("06_async_pipeline: ")
+    wgmma = cuda_kernels._C._matmul_variant_unmet_need(13, "float32+tf32", -1) == ""
+    tf32_path = info["matmul"]["float32+tf32"]
+    assert tf32_path.startswith("13_tf32_wgmma: " if wgmma else "06_async_pipeline: "), tf32_path
+    assert "float32 (TF32 allowed)" in tf32_path, tf32_path
     lines = doctor.matmul_paths(torch.cuda.current_device())
-    assert len(lines) == 4 and all(" (" in line for line in lines)
+    assert len(lines) == 5 and all(" (" in line for line in lines)
     if torch.cuda.get_device_capability() >= (8, 0):
         variant, name, reason = cuda_kernels._C._matmul_default_step("bfloat16", -1)
         assert variant >= 7 and info["matmul"]["bfloat16"] == f"{name}: {reason}"

@@ -1,18 +1,21 @@
 """Every step of the CUDA matmul ladder (csrc/cuda/matmul/), forced with variant=N, against float64 references:
-every dtype the step takes (the tensor-core steps 7-8: float16/bfloat16), edge tiles, non-contiguous and
-misaligned inputs, grid limits, long K; plus the variant list, variant 0's pick, and the errors for variants that
-cannot run (unknown, or a dtype the step does not take)."""
+every dtype the step takes (the tensor-core steps 7-12: float16/bfloat16; step 13: float32 as TF32), edge tiles,
+non-contiguous and misaligned inputs, grid limits, long K; plus the variant list, variant 0's pick, and the errors
+for variants that cannot run (unknown, a dtype the step does not take, TF32 not allowed)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 
 import pytest
 import torch
-from conftest import EXT_HAS_CUDA, assert_matmul_close, rand, requires_cuda
+from conftest import EXT_HAS_CUDA, rand, requires_cuda
 
 import cuda_kernels
+from cuda_kernels.testing import check_matmul
 
 OP = "cuda_kernels.matmul"
 CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
@@ -62,16 +65,48 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 # The dtypes each step takes, as the extension declares them: {variant: [dtype name]}.
 STEP_DTYPES = {int(v): list(names) for v, names in cuda_kernels._C._matmul_variant_dtypes()} if EXT_HAS_CUDA else {}
+# The steps that compute float32 in TF32 (their names say so; test_tf32_step_needs_tf32_allowed checks that they
+# refuse to run while TF32 is off). Their cases run with TF32 allowed and are checked against the TF32 bound.
+TF32_STEPS = {v for v, name in NAMES.items() if "_tf32" in name}
+
+
+def _tf32(variant: int, dtype: torch.dtype) -> bool:
+    return variant in TF32_STEPS and dtype == torch.float32
+
+
+@contextlib.contextmanager
+def allow_tf32(on: bool) -> Iterator[None]:
+    """torch.backends.cuda.matmul.allow_tf32 set to `on` (read by torch.mm and by our matmul), restored on exit."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = on
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def mm(a: torch.Tensor, b: torch.Tensor, variant: int) -> torch.Tensor:
+    """cuda_kernels.matmul forcing `variant`; a TF32 step's case runs with TF32 allowed, every other with it off."""
+    with allow_tf32(_tf32(variant, a.dtype)):
+        return cuda_kernels.matmul(a, b, variant=variant)
+
+
+def assert_step_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, variant: int) -> None:
+    """out within the error bound of a @ b: testing.matmul_error_bound, or the TF32 bound for a TF32 step."""
+    ok, message = check_matmul(a, b, out, tf32=_tf32(variant, a.dtype))
+    assert ok, message
 
 
 def runs(variant: int, dtype: torch.dtype) -> bool:
     """Whether step `variant` (0: the pick) can run dtype here: it takes the dtype and, with a GPU visible, the GPU
-    has what it needs (compute capability, ...). Without a GPU the tests that use this skip anyway."""
+    has what it needs (compute capability, ...; TF32 allowed for a TF32 step, as mm() runs it). Without a GPU the
+    tests that use this skip anyway."""
     if variant == 0:
         return True
     if not torch.cuda.is_available():
         return _dtype_name(dtype) in STEP_DTYPES[variant]
-    return not cuda_kernels._C._matmul_variant_unmet_need(variant, _dtype_name(dtype), -1)
+    name = "float32+tf32" if _tf32(variant, dtype) else _dtype_name(dtype)
+    return not cuda_kernels._C._matmul_variant_unmet_need(variant, name, -1)
 
 
 def step_dtype_params(variants: list[int], dtypes: list[torch.dtype]) -> list:
@@ -80,7 +115,8 @@ def step_dtype_params(variants: list[int], dtypes: list[torch.dtype]) -> list:
 
 
 def any_dtype(variant: int) -> torch.dtype:
-    """float32 where the step takes it, else bfloat16 (the tensor-core steps): for tests about indexing, not dtypes."""
+    """float32 where the step takes it, else bfloat16 (the 16-bit tensor-core steps): for tests about indexing, not
+    dtypes."""
     return torch.float32 if runs(variant, torch.float32) else torch.bfloat16
 
 
@@ -92,9 +128,9 @@ def _seed(*parts: object) -> int:
 def _mm_case(variant: int, dtype: torch.dtype, m: int, n: int, k: int) -> None:
     a = rand(m, k, dtype=dtype, device="cuda", seed=_seed(variant, dtype, m, n, k, "a"))
     b = rand(k, n, dtype=dtype, device="cuda", seed=_seed(variant, dtype, m, n, k, "b"))
-    out = cuda_kernels.matmul(a, b, variant=variant)
+    out = mm(a, b, variant)
     assert out.is_contiguous()
-    assert_matmul_close(out, a, b)
+    assert_step_close(out, a, b, variant)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -136,7 +172,7 @@ def test_cuda_rejects_unknown_variant(variant):
         cuda_kernels.matmul(a, b, variant=variant)
 
 
-FIRST_TENSOR_CORE_STEP = 7  # steps 1-6 run on CUDA cores (all four dtypes), 7 onwards on tensor cores (16-bit)
+FIRST_TENSOR_CORE_STEP = 7  # steps 1-6 run on CUDA cores (all four dtypes), 7 onwards on tensor cores
 
 
 def test_step_dtypes_declared():
@@ -144,9 +180,14 @@ def test_step_dtypes_declared():
         assert STEP_DTYPES == {}
         return
     assert sorted(STEP_DTYPES) == VARIANTS
+    assert TF32_STEPS == {13}, NAMES
     for v, names in STEP_DTYPES.items():
-        tensor_core = v >= FIRST_TENSOR_CORE_STEP
-        want = ["float16", "bfloat16"] if tensor_core else ["float32", "float64", "float16", "bfloat16"]
+        if v in TF32_STEPS:
+            want = ["float32"]
+        elif v >= FIRST_TENSOR_CORE_STEP:
+            want = ["float16", "bfloat16"]
+        else:
+            want = ["float32", "float64", "float16", "bfloat16"]
         assert names == want, (v, NAMES[v], names)
 
 
@@ -182,23 +223,59 @@ def test_step_rejects_unsupported_dtype(variant, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_default_step(dtype):
     """_C._matmul_default_step says which step variant 0 runs: the last step of the ladder that can run the dtype
-    here (float16/bfloat16 on compute >= 8.0: a tensor-core step; float32/float64: step 6); variant 0 then gives
-    bit for bit what forcing that step gives."""
-    variant, name, reason = cuda_kernels._C._matmul_default_step(_dtype_name(dtype), -1)
-    assert (variant, name) == (max(v for v in VARIANTS if runs(v, dtype)), NAMES[variant]), (variant, name, reason)
-    major, minor = torch.cuda.get_device_capability()
-    assert reason.startswith(f"compute {major}.{minor} ({torch.cuda.get_device_name()})"), reason
-    if dtype in (torch.float32, torch.float64):
-        assert name == "06_async_pipeline", (name, reason)
-        # Steps that never take the dtype are not listed as skipped; every SIMT step can run here.
-        assert "skipped" not in reason, reason
-    elif (major, minor) >= (8, 0):
-        assert name >= "08_mma_pipeline", (name, reason)
-    a = rand(300, 264, dtype=dtype, device="cuda", seed=_seed("default", dtype, "a"))
-    b = rand(264, 520, dtype=dtype, device="cuda", seed=_seed("default", dtype, "b"))
-    out = cuda_kernels.matmul(a, b)
-    torch.testing.assert_close(out, cuda_kernels.matmul(a, b, variant=variant), rtol=0, atol=0)
-    assert_matmul_close(out, a, b)
+    here (float16/bfloat16 on compute >= 8.0: a tensor-core step; float32 with TF32 off, float64: step 6); variant
+    0 then gives bit for bit what forcing that step gives."""
+    with allow_tf32(False):
+        variant, name, reason = cuda_kernels._C._matmul_default_step(_dtype_name(dtype), -1)
+        assert (variant, name) == (max(v for v in VARIANTS if runs(v, dtype) and not _tf32(v, dtype)), NAMES[variant])
+        major, minor = torch.cuda.get_device_capability()
+        assert reason.startswith(f"compute {major}.{minor} ({torch.cuda.get_device_name()})"), reason
+        if dtype in (torch.float32, torch.float64):
+            assert name == "06_async_pipeline", (name, reason)
+            # Steps that never take the dtype are not listed as skipped; every SIMT step can run here, and for
+            # float32 the TF32 step is skipped, saying why.
+            if dtype == torch.float32:
+                assert "; skipped 13_tf32_wgmma (computes float32 in TF32" in reason, reason
+                assert ", " not in reason.split("; skipped ")[1].split(" (")[0], reason  # no other step
+            else:
+                assert "skipped" not in reason, reason
+        elif (major, minor) >= (8, 0):
+            assert name >= "08_mma_pipeline", (name, reason)
+        a = rand(300, 264, dtype=dtype, device="cuda", seed=_seed("default", dtype, "a"))
+        b = rand(264, 520, dtype=dtype, device="cuda", seed=_seed("default", dtype, "b"))
+        out = cuda_kernels.matmul(a, b)
+        torch.testing.assert_close(out, cuda_kernels.matmul(a, b, variant=variant), rtol=0, atol=0)
+        assert_step_close(out, a, b, 0)
+
+
+@requires_cuda
+@pytest.mark.gpu
+def test_tf32_step_needs_tf32_allowed():
+    """Step 13 computes float32 in TF32, so it runs only while torch allows TF32 for matmul (as torch.mm then uses
+    TF32): forced with TF32 off it raises, saying how to allow it; variant 0 picks it only with TF32 allowed (where
+    the binary and GPU have wgmma) and then gives bit for bit what forcing it gives, within the TF32 bound (which
+    the float32 bound is not: the results are really TF32)."""
+    a = rand(300, 264, device="cuda", seed=_seed("tf32", "a"))
+    b = rand(264, 520, device="cuda", seed=_seed("tf32", "b"))
+    (step,) = TF32_STEPS
+    with allow_tf32(False):
+        why = cuda_kernels._C._matmul_variant_unmet_need(step, "float32", -1)
+        assert "computes float32 in TF32, which torch does not allow now" in why, why
+        assert cuda_kernels._C._matmul_variant_unmet_need(step, "float32+tf32", -1) != why
+        with pytest.raises(RuntimeError, match=rf"{OP}: variant {step} \(13_tf32_wgmma\) computes float32 in TF32"):
+            cuda_kernels.matmul(a, b, variant=step)
+        assert cuda_kernels._C._matmul_default_step("float32", -1)[0] == 6
+    wgmma = runs(step, torch.float32)
+    with allow_tf32(True):
+        variant, name, reason = cuda_kernels._C._matmul_default_step("float32", -1)
+        assert cuda_kernels._C._matmul_default_step("float32+tf32", -1) == (variant, name, reason)
+        assert "float32 (TF32 allowed)" in reason, reason
+        assert variant == (step if wgmma else 6), (variant, name, reason)
+        out = cuda_kernels.matmul(a, b)
+        if wgmma:
+            torch.testing.assert_close(out, cuda_kernels.matmul(a, b, variant=step), rtol=0, atol=0)
+            assert not check_matmul(a, b, out)[0]  # TF32 results: outside the float32 bound
+        assert_step_close(out, a, b, step)
 
 
 def test_default_step_names_dtypes():
@@ -233,7 +310,10 @@ def test_step_999(variant, dtype):
 
 @requires_cuda
 @pytest.mark.gpu
-@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params([0, *VARIANTS], [torch.float16, torch.bfloat16]))
+@pytest.mark.parametrize(
+    ("variant", "dtype"),
+    step_dtype_params([0, *VARIANTS], [torch.float16, torch.bfloat16]) + step_dtype_params(TF32_STEPS, [torch.float32]),
+)
 @pytest.mark.parametrize("mnk", [(16, 24, 65536), (3, 20, 65531)], ids=lambda s: "x".join(map(str, s)))
 def test_step_long_k(variant, dtype, mnk):
     """K up to 65536: 2048 slabs of 32, float32 accumulation (K = 65531: not a multiple of 8, the scalar paths)."""
@@ -247,7 +327,7 @@ def test_step_k_zero(variant, dtype):
     """K = 0 gives zeros without reaching a kernel (csrc/cuda/ops.cpp; the launchers assume K >= 1)."""
     a = torch.empty(5, 0, dtype=dtype, device="cuda")
     b = torch.empty(0, 7, dtype=dtype, device="cuda")
-    out = cuda_kernels.matmul(a, b, variant=variant)
+    out = mm(a, b, variant)
     assert out.shape == (5, 7) and out.dtype == dtype and out.is_contiguous()
     assert (out == 0).all()
 
@@ -284,7 +364,7 @@ def test_step_non_contiguous(variant, dtype, views, mnk):
     a, b = views(*mnk, r)
     m, n, k = mnk
     assert a.shape == (m, k) and b.shape == (k, n)
-    assert_matmul_close(cuda_kernels.matmul(a, b, variant=variant), a, b)
+    assert_step_close(mm(a, b, variant), a, b, variant)
 
 
 @requires_cuda
@@ -297,8 +377,8 @@ def test_step_many_row_tiles(variant):
     dtype = any_dtype(variant)
     a = rand(m, k, dtype=dtype, device="cuda", seed=_seed(variant, "rows"))
     b = rand(k, n, dtype=dtype, device="cuda", seed=_seed(variant, "rows", 1))
-    out = cuda_kernels.matmul(a, b, variant=variant)
-    assert_matmul_close(out, a, b)
+    out = mm(a, b, variant)
+    assert_step_close(out, a, b, variant)
 
 
 @requires_cuda
@@ -317,9 +397,9 @@ def test_step_output_over_2_31_elements(variant):
         pytest.skip(f"needs {need / 2**30:.1f} GiB of free GPU memory, {free / 2**30:.1f} GiB free")
     a = rand(m, k, dtype=dtype, device="cuda", seed=_seed(variant, "big"))
     b = rand(k, n, dtype=dtype, device="cuda", seed=_seed(variant, "big", 1))
-    out = cuda_kernels.matmul(a, b, variant=variant)
+    out = mm(a, b, variant)
     rows = torch.tensor([0, 1, 2**15, 2**16 - 1, 2**16, m - 2, m - 1], device="cuda")
-    assert_matmul_close(out[rows], a[rows], b)
+    assert_step_close(out[rows], a[rows], b, variant)
     del out
     torch.cuda.empty_cache()
 

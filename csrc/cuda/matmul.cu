@@ -18,8 +18,10 @@ namespace {
 
 using matmul_ladder::kAllDtypes;
 using matmul_ladder::kAnyStrides;
+using matmul_ladder::kFloat32;
 using matmul_ladder::kHalfDtypes;
 using matmul_ladder::kRowMajorInputs;
+using matmul_ladder::kTf32Math;
 using matmul_ladder::Step;
 
 // The ladder, in order: each step is faster than the one before it on the inputs it takes. Add a step: write
@@ -45,6 +47,8 @@ constexpr Step kLadder[] = {
      &matmul_ladder::launch_11_tma_store},
     {12, "12_tuned_tiles", kAnyStrides, kHalfDtypes, 90, &matmul_ladder::wgmma_available, kSm90aNeeds,
      &matmul_ladder::launch_12_tuned_tiles},
+    {13, "13_tf32_wgmma", kAnyStrides | kTf32Math, kFloat32, 90, &matmul_ladder::wgmma_available, kSm90aNeeds,
+     &matmul_ladder::launch_13_tf32_wgmma},
 };
 constexpr int kNumSteps = static_cast<int>(std::size(kLadder));
 
@@ -52,19 +56,21 @@ constexpr int kNumSteps = static_cast<int>(std::size(kLadder));
 // that is:
 //  - float16 / bfloat16: 12_tuned_tiles where the binary and GPU allow wgmma (sm_90a code, compute 9.0), else on
 //    compute >= 8.0 08_mma_pipeline (mma.sync tensor cores), else 06_async_pipeline;
-//  - float32 / float64: 06_async_pipeline (the tensor-core steps take 16-bit inputs only). Measured on the H100
-//    in float32 (scripts/tune_matmul.py, docs/matmul.md), step 6 is the fastest SIMT step at every shape from
-//    1 x 4096 x 4096 (its 16-row tiles and split K) through 1024^3 (split K) to 8192^3.
+//  - float32 while TF32 is allowed (torch.backends.cuda.matmul.allow_tf32): 13_tf32_wgmma where the binary and
+//    GPU allow wgmma, as torch.mm then runs cuBLAS's TF32 kernels;
+//  - float32 otherwise, and float64: 06_async_pipeline. Measured on the H100 in float32 (scripts/tune_matmul.py,
+//    docs/matmul.md), step 6 is the fastest SIMT step at every shape from 1 x 4096 x 4096 (its 16-row tiles and
+//    split K) through 1024^3 (split K) to 8192^3.
 // *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
-const Step& pick_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, std::string* reason) {
+const Step& pick_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, bool tf32, std::string* reason) {
   std::string skipped;
   for (int i = kNumSteps - 1; i >= 0; --i) {
-    const std::string why_not = matmul_step_unmet_need(kLadder[i], dtype, gpu);
+    const std::string why_not = matmul_step_unmet_need(kLadder[i], dtype, gpu, tf32);
     if (why_not.empty()) {
       if (reason) {
         *reason = "compute " + std::to_string(gpu.cc / 10) + "." + std::to_string(gpu.cc % 10) + " (" + gpu.name +
-                  "), " + matmul_dtype_name(dtype) + ": the fastest ladder step that runs here" +
-                  (skipped.empty() ? "" : "; skipped " + skipped);
+                  "), " + matmul_dtype_name(dtype) + (dtype == at::kFloat && tf32 ? " (TF32 allowed)" : "") +
+                  ": the fastest ladder step that runs here" + (skipped.empty() ? "" : "; skipped " + skipped);
       }
       return kLadder[i];
     }
@@ -84,8 +90,9 @@ c10::ArrayRef<Step> matmul_cuda_ladder() {
   return kLadder;
 }
 
-const Step& matmul_cuda_default_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, std::string* reason) {
-  return pick_step(dtype, gpu, reason);
+const Step& matmul_cuda_default_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, bool tf32,
+                                     std::string* reason) {
+  return pick_step(dtype, gpu, tf32, reason);
 }
 
 void matmul_cuda_launch(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& c, const Step& step) {

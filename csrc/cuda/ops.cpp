@@ -1,5 +1,6 @@
 // The CUDA ops as registered in csrc/api.cpp: validation, device guard and output allocation (host code built by
 // the C++ compiler), then the kernel launchers of csrc/cuda/*.cu.
+#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -105,15 +106,27 @@ const matmul_ladder::GpuInfo& gpu_info(int64_t device) {
   return cache[index];
 }
 
-at::ScalarType parse_dtype(const std::string& name_in) {
-  const std::string name = name_in.rfind("torch.", 0) == 0 ? name_in.substr(6) : name_in;
-  if (name == "float32" || name == "float") return at::kFloat;
-  if (name == "float64" || name == "double") return at::kDouble;
-  if (name == "float16" || name == "half") return at::kHalf;
-  if (name == "bfloat16") return at::kBFloat16;
+// Whether torch allows TF32 for float32 matmul now (torch.backends.cuda.matmul.allow_tf32, or the float32 matmul
+// precision "high"/"medium"): what torch.mm reads before calling cuBLAS.
+bool tf32_allowed() {
+  return at::globalContext().allowTF32CuBLAS();
+}
+
+// A dtype name of the _C queries as (dtype, TF32 allowed): "float32+tf32" is float32 with TF32 allowed, any other
+// name takes TF32 as torch allows it now.
+std::pair<at::ScalarType, bool> parse_dtype(const std::string& name_in) {
+  std::string name = name_in.rfind("torch.", 0) == 0 ? name_in.substr(6) : name_in;
+  constexpr const char* kTf32Suffix = "+tf32";
+  const bool tf32_suffix = name == std::string("float32") + kTf32Suffix;
+  if (tf32_suffix) name = "float32";
+  const bool tf32 = tf32_suffix || tf32_allowed();
+  if (name == "float32" || name == "float") return {at::kFloat, tf32};
+  if (name == "float64" || name == "double") return {at::kDouble, tf32};
+  if (name == "float16" || name == "half") return {at::kHalf, tf32};
+  if (name == "bfloat16") return {at::kBFloat16, tf32};
   TORCH_CHECK(false, "cuda_kernels.matmul: unknown dtype name '", name_in,
-              "'; use float32, float64, float16 or bfloat16");
-  return at::kFloat;
+              "'; use float32, float32+tf32, float64, float16 or bfloat16");
+  return {at::kFloat, tf32};
 }
 
 }  // namespace
@@ -121,7 +134,8 @@ at::ScalarType parse_dtype(const std::string& name_in) {
 std::tuple<int64_t, std::string, std::string> matmul_cuda_default_step_info(const std::string& dtype_name,
                                                                             int64_t device) {
   std::string reason;
-  const matmul_ladder::Step& step = matmul_cuda_default_step(parse_dtype(dtype_name), gpu_info(device), &reason);
+  const auto [dtype, tf32] = parse_dtype(dtype_name);
+  const matmul_ladder::Step& step = matmul_cuda_default_step(dtype, gpu_info(device), tf32, &reason);
   return {step.variant, step.name, reason};
 }
 
@@ -129,7 +143,8 @@ std::string matmul_cuda_variant_unmet_need(int64_t variant, const std::string& d
   const auto ladder = matmul_cuda_ladder();
   TORCH_CHECK(variant >= 1 && variant <= static_cast<int64_t>(ladder.size()), "cuda_kernels.matmul: unknown variant ",
               variant);
-  return matmul_step_unmet_need(ladder[variant - 1], parse_dtype(dtype_name), gpu_info(device));
+  const auto [dtype, tf32] = parse_dtype(dtype_name);
+  return matmul_step_unmet_need(ladder[variant - 1], dtype, gpu_info(device), tf32);
 }
 
 std::vector<std::pair<int64_t, std::vector<std::string>>> matmul_cuda_variant_dtypes() {
@@ -146,15 +161,16 @@ std::vector<std::pair<int64_t, std::vector<std::string>>> matmul_cuda_variant_dt
 at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
   check_matmul_inputs(a, b);
   const matmul_ladder::GpuInfo& gpu = gpu_info(a.device().index());
-  check_matmul_variant(variant, matmul_cuda_ladder(), a.scalar_type(), gpu);
+  const bool tf32 = a.scalar_type() == at::kFloat && tf32_allowed();
+  check_matmul_variant(variant, matmul_cuda_ladder(), a.scalar_type(), gpu, tf32);
   const c10::cuda::CUDAGuard guard(a.device());
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   // K = 0 never reaches a kernel (they assume K >= 1): an empty sum is 0, as in torch.mm.
   if (K == 0) return at::zeros({M, N}, a.options());
   at::Tensor c = at::empty({M, N}, a.options());
   if (M > 0 && N > 0) {
-    const matmul_ladder::Step& step =
-        variant == 0 ? matmul_cuda_default_step(a.scalar_type(), gpu, nullptr) : matmul_cuda_ladder()[variant - 1];
+    const matmul_ladder::Step& step = variant == 0 ? matmul_cuda_default_step(a.scalar_type(), gpu, tf32, nullptr)
+                                                   : matmul_cuda_ladder()[variant - 1];
     matmul_cuda_launch(a, b, c, step);
   }
   return c;

@@ -344,14 +344,20 @@ def matmul_step_dtypes() -> dict[int, set[str]]:
     return {int(v): {str(d) for d in names} for v, names in query()}
 
 
-def matmul_step_unmet_need(variant: int, dtype_name: str, device: torch.device) -> str:
+def matmul_step_unmet_need(variant: int, dtype_name: str, device: torch.device, tf32: bool = False) -> str:
     """Why ladder step `variant` cannot run dtype_name on this CUDA device, e.g. "supports float16 and bfloat16, got
     float32" or "needs compute capability >= 8.0, ..."; "" when it can (csrc/checks.h words it, as the op's error).
+    tf32: asked with TF32 allowed (a case of math "tf32"), else with it off, as run.math_mode runs the case.
     A build from before the tensor-core steps has no such query and no step with needs: ""."""
     query = getattr(cuda_kernels._C, "_matmul_variant_unmet_need", None)
     if query is None:
         return ""
-    return str(query(variant, dtype_name, -1 if device.index is None else device.index))
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        return str(query(variant, dtype_name, -1 if device.index is None else device.index))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def tensor_core_steps(ladder: list[tuple[int, str]], step_dtypes: dict[int, set[str]]) -> list[tuple[int, str]]:
@@ -385,7 +391,7 @@ def plan_matmul(
             if any(i.variant == impl.variant for i in impls):
                 continue
             if impl.variant in names:
-                why = matmul_step_unmet_need(impl.variant, case.dtype_name, device)
+                why = matmul_step_unmet_need(impl.variant, case.dtype_name, device, tf32=case.math == "tf32")
                 if why:
                     key = (impl.variant, case.dtype_name)
                     skipped.setdefault(key, Skipped(case.op, impl.variant, names[impl.variant], case.dtype_name, why))

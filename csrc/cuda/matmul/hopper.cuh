@@ -364,6 +364,79 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a,
 }
 #undef CK_WGMMA_M64N64K16
 
+// D (64 x 256, fp32, 128 registers per thread) (+)= X (64 x 8, tf32, 4 registers per thread) * Y (8 x 256, tf32,
+// K-major in shared memory). X's fragment, per warp w of the warpgroup (rows 16w..16w+15): x[0] = (row lane / 4, col
+// lane % 4), x[1] = (row + 8, col), x[2] = (row, col + 4), x[3] = (row + 8, col + 4), as in mma.m16n8k8.tf32.
+// tf32 has no transpose bits: Y must be K-major.
+__device__ __forceinline__ void wgmma_m64n256k8_tf32_rs(float (&d)[128], const uint32_t (&x)[4], uint64_t desc_y,
+                                                        int scale_d) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
+      "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, "
+      "%68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, "
+      "%90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, "
+      "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "{%128, %129, %130, %131}, %132, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),
+        "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]),
+        "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]),
+        "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]),
+        "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]),
+        "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]),
+        "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]),
+        "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
+        "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "l"(desc_y), "r"(scale_d));
+#endif
+}
+
+// D (64 x 128, fp32, 64 registers per thread) (+)= X (64 x 8, tf32, 4 registers per thread) * Y (8 x 128, tf32, K-major
+// in shared memory). X's fragment, per warp w of the warpgroup (rows 16w..16w+15): x[0] = (row lane / 4, col
+// lane % 4), x[1] = (row + 8, col), x[2] = (row, col + 4), x[3] = (row + 8, col + 4), as in mma.m16n8k8.tf32.
+// tf32 has no transpose bits: Y must be K-major.
+__device__ __forceinline__ void wgmma_m64n128k8_tf32_rs(float (&d)[64], const uint32_t (&x)[4], uint64_t desc_y,
+                                                        int scale_d) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
+      "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "l"(desc_y), "r"(scale_d));
+#endif
+}
+
+// x rounded to TF32 (10 explicit mantissa bits) to nearest, ties away from zero, as cuBLAS rounds its operands;
+// the bits of the result as wgmma's .tf32 register operands take them.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r = __float_as_uint(x);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+#endif
+  return r;
+}
+
 // Stores four 8 x 8 matrices of 16-bit elements to shared memory (stmatrix .x4): register i of each thread holds
 // row lane / 4, columns 2 * (lane % 4) + {0, 1} of matrix i (the mma/wgmma accumulator fragment layout), and
 // lanes 8i..8i+7 give the addresses of the 16-byte rows 0..7 of matrix i.
@@ -412,8 +485,8 @@ __device__ __forceinline__ uint16_t pack1(float x) {
   }
 }
 
-// A 16-bit GEMM operand as TMA reads it. mn_major: element (i, k) of A (i = m) or of B transposed (i = n) lies at
-// ptr[k * ld + i]; else at ptr[i * ld + k]. ptr must be 16-byte aligned and ld a multiple of 8.
+// A GEMM operand as TMA reads it. mn_major: element (i, k) of A (i = m) or of B transposed (i = n) lies at
+// ptr[k * ld + i]; else at ptr[i * ld + k]. ptr must be 16-byte aligned and ld * element size a multiple of 16.
 struct Operand {
   const void* ptr;
   int64_t ld;
@@ -444,22 +517,25 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// A 2-D tensor map over a 16-bit matrix of `outer` rows of `inner` contiguous elements, `row_stride` elements
-// apart, read in boxes of box_outer x box_inner elements (box_inner * 2 <= 128 bytes) into 128-byte-swizzled
-// shared memory. Reads outside the matrix return zeros. Needs base % 16 == 0 and row_stride % 8 == 0.
-// Returns false when the driver rejects it.
+// A 2-D tensor map over a matrix of `outer` rows of `inner` contiguous elements (16-bit bf16/fp16, or 32-bit
+// fp32 with `fp32`), `row_stride` elements apart, read in boxes of box_outer x box_inner elements (box_inner
+// elements <= 128 bytes) into 128-byte-swizzled shared memory. Reads outside the matrix return zeros. Needs
+// base % 16 == 0 and a row stride that is a multiple of 16 bytes. Returns false when the driver rejects it.
 inline bool encode_tensor_map_2d(CUtensorMap* map, bool bf16, const void* base, uint64_t inner, uint64_t outer,
-                                 uint64_t row_stride, uint32_t box_inner, uint32_t box_outer) {
+                                 uint64_t row_stride, uint32_t box_inner, uint32_t box_outer, bool fp32 = false) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return false;
+  const uint64_t elem_bytes = fp32 ? 4 : 2;
+  const CUtensorMapDataType type = fp32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const cuuint64_t dims[2] = {inner, outer};
-  const cuuint64_t strides[1] = {row_stride * 2};  // bytes, for dimension 1 (dimension 0 is contiguous)
+  const cuuint64_t strides[1] = {row_stride * elem_bytes};  // bytes, for dimension 1 (dimension 0 is contiguous)
   const cuuint32_t box[2] = {box_inner, box_outer};
   const cuuint32_t elem_strides[2] = {1, 1};
   const CUresult res =
-      encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<void*>(base),
-             dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return res == CUDA_SUCCESS;
 }
 
@@ -483,18 +559,19 @@ namespace cuda_kernels::hopper {
 // whose logical size stays rows x cols (TMA's zero fill still covers the tails). For A (M x K) row-major means
 // K-major; for B (K x N) it means MN-major: callers flip mn_major for B.
 inline Operand tma_operand(const at::Tensor& t, at::Tensor& keep) {
-  constexpr int64_t kAlignBytes = 16, kPitchElems = 8;  // TMA: 16-byte base and row pitch (8 16-bit elements)
+  constexpr int64_t kAlignBytes = 16;  // TMA: 16-byte base and row pitch
+  const int64_t pitch_elems = kAlignBytes / static_cast<int64_t>(t.element_size());
   const auto round_up = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
   const int64_t rows = t.size(0), cols = t.size(1), s0 = t.stride(0), s1 = t.stride(1);
   if (reinterpret_cast<uintptr_t>(t.const_data_ptr()) % kAlignBytes == 0) {
-    if ((s1 == 1 || cols == 1) && (rows == 1 || (s0 % kPitchElems == 0 && s0 >= cols))) {
-      return {t.const_data_ptr(), rows == 1 ? round_up(cols, kPitchElems) : s0, false};
+    if ((s1 == 1 || cols == 1) && (rows == 1 || (s0 % pitch_elems == 0 && s0 >= cols))) {
+      return {t.const_data_ptr(), rows == 1 ? round_up(cols, pitch_elems) : s0, false};
     }
-    if ((s0 == 1 || rows == 1) && (cols == 1 || (s1 % kPitchElems == 0 && s1 >= rows))) {
-      return {t.const_data_ptr(), cols == 1 ? round_up(rows, kPitchElems) : s1, true};
+    if ((s0 == 1 || rows == 1) && (cols == 1 || (s1 % pitch_elems == 0 && s1 >= rows))) {
+      return {t.const_data_ptr(), cols == 1 ? round_up(rows, pitch_elems) : s1, true};
     }
   }
-  const int64_t pitch = round_up(cols, kPitchElems);
+  const int64_t pitch = round_up(cols, pitch_elems);
   keep = at::empty({rows, pitch}, t.options());
   keep.narrow(1, 0, cols).copy_(t);
   return {keep.const_data_ptr(), pitch, false};
@@ -513,12 +590,17 @@ struct Call {
 };
 
 // What every Hopper step's at::Tensor launcher starts with; `step` names it in the errors ("09_wgmma_tma").
+// With float32 (the TF32 step) a, b and c are float32 instead of 16-bit.
 inline Call prepare_call(const char* step, const at::Tensor& a, const at::Tensor& b, at::Tensor& c,
-                         bool (*wgmma_available)(int device)) {
+                         bool (*wgmma_available)(int device), bool float32 = false) {
   constexpr const char* op = "cuda_kernels.matmul";
   const at::ScalarType dtype = a.scalar_type();
-  TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kHalf, op, ": step ", step,
-              " supports bfloat16 and float16 only, got ", dtype);
+  if (float32) {
+    TORCH_CHECK(dtype == at::kFloat, op, ": step ", step, " supports float32 only, got ", dtype);
+  } else {
+    TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kHalf, op, ": step ", step,
+                " supports bfloat16 and float16 only, got ", dtype);
+  }
   TORCH_CHECK(b.scalar_type() == dtype && c.scalar_type() == dtype, op, ": step ", step,
               " needs a, b and c of one dtype");
   const int device = c.get_device();

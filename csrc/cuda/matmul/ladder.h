@@ -17,6 +17,7 @@ namespace cuda_kernels::matmul_ladder {
 enum Requirement : unsigned {
   kAnyStrides = 0,            // reads a and b through their strides (transposed views, expanded, ...)
   kRowMajorInputs = 1u << 0,  // a and b contiguous (row-major); dispatch copies them otherwise
+  kTf32Math = 1u << 1,        // computes float32 in TF32: runs only while torch allows TF32 for matmul
 };
 
 // The dtypes a step computes, as a bit mask.
@@ -43,9 +44,10 @@ inline unsigned dtype_bit(at::ScalarType t) {
   }
 }
 
-// One row of the ladder (kLadder in csrc/cuda/matmul.cu). A step runs only when the dtype is in `dtypes`, the GPU's
-// compute capability is at least `min_cc`, and `available` (if set) says yes; csrc/checks.h turns each unmet need
-// into an error naming the step, and variant 0 picks the last step of the ladder whose needs are met.
+// One row of the ladder (kLadder in csrc/cuda/matmul.cu). A step runs only when the dtype is in `dtypes`, TF32 is
+// allowed if it has kTf32Math, the GPU's compute capability is at least `min_cc`, and `available` (if set) says yes;
+// csrc/checks.h turns each unmet need into an error naming the step, and variant 0 picks the last step of the ladder
+// whose needs are met.
 struct Step {
   int variant;            // the number users pass as matmul(..., variant=N)
   const char* name;       // e.g. "01_tiled"; also the suffix of its kernel's name
@@ -98,6 +100,10 @@ void launch_11_tma_store(const at::Tensor& a, const at::Tensor& b, at::Tensor& c
 // Step 12: + the tile (128 x 64, 128 x 128 or 128 x 256) chosen by shape so small outputs fill the SMs, a
 // stmatrix epilogue, and stream-K (the last wave's k-slabs spread over all SMs) when that wave is mostly idle.
 void launch_12_tuned_tiles(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 13 (float32 while TF32 is allowed, an sm_90a binary on a compute-9.0 GPU, any strides): step 9's plan on
+// float32 as TF32 (wgmma m64n256k8); the K-major operand is read by wgmma from shared memory, the other loaded
+// into registers (rounded to TF32), so row-major B needs no transposed copy.
+void launch_13_tf32_wgmma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 // True when this binary holds sm_90a code and `device` is compute 9.0 (09_wgmma_tma.cu).
 bool wgmma_available(int device);
 
