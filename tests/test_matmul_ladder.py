@@ -282,7 +282,8 @@ def test_default_step_names_dtypes():
     if not EXT_HAS_CUDA:
         assert cuda_kernels._C._matmul_default_step("bfloat16", -1) == (0, "", "the extension was built without CUDA")
     elif torch.cuda.is_available():
-        with pytest.raises(RuntimeError, match=rf"{OP}: unknown dtype name 'int8'; use float32, float64, float16"):
+        unknown = rf"{OP}: unknown dtype name 'int8'; use float32, float32\+tf32, float64, float16"
+        with pytest.raises(RuntimeError, match=unknown):
             cuda_kernels._C._matmul_default_step("int8", -1)
         for alias, name in [("torch.bfloat16", "bfloat16"), ("half", "float16"), ("float", "float32")]:
             assert cuda_kernels._C._matmul_default_step(alias) == cuda_kernels._C._matmul_default_step(name, -1)
