@@ -92,8 +92,10 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
             other than its width, an expanded tensor) into a contiguous temporary. The CPU kernel reads any strides.
         variant: 0 picks the CUDA kernel for the dtype and GPU (float16/bfloat16: the tensor-core step; float32/
             float64: step 6; ``cuda_kernels._C._matmul_default_step(dtype_name, device_index)`` says which);
-            N >= 1 forces step N of the kernel ladder (csrc/cuda/matmul/), which must take the dtype (steps 7-8:
-            float16/bfloat16 only) and run on the GPU (steps 7-8: compute capability >= 8.0), else RuntimeError.
+            N >= 1 forces step N of the kernel ladder (csrc/cuda/matmul/), which must take the dtype (steps 7-12:
+            float16/bfloat16 only; step 13: float32 as TF32, only while torch.backends.cuda.matmul.allow_tf32 is
+            on) and run on the GPU (steps 7-8: compute capability >= 8.0; 9-13: an sm_90a build on compute 9.0),
+            else RuntimeError.
             CPU tensors accept only 0.
     Returns:
         (M, N) contiguous, dtype of the inputs; accumulated in float32 (float64 for float64). K = 0 gives zeros.
