@@ -59,7 +59,7 @@ __global__ void ref_kernel(const float* A, const float* B, const float* C, int M
   atomicMax(w, __double_as_longlong(err));
 }
 
-static bool test(int M, int N, int K, bool a_mn, bool b_kmaj, int block_y = 0) {
+static bool test(int M, int N, int K, bool a_mn, bool b_kmaj, int block_y = 0, int max_blocks = 0) {
   int64_t lda = a_mn ? ((M + 3) / 4 * 4) : ((K + 3) / 4 * 4);
   int64_t ldb = b_kmaj ? ((K + 3) / 4 * 4) : ((N + 3) / 4 * 4);
   int64_t na = a_mn ? lda * K : lda * M, nb = b_kmaj ? ldb * N : ldb * K;
@@ -76,6 +76,7 @@ static bool test(int M, int N, int K, bool a_mn, bool b_kmaj, int block_y = 0) {
   Operand oa{A, lda, a_mn}, ob{B, ldb, !b_kmaj};
   w13::LaunchOptions o;
   o.block_y = block_y;
+  o.max_blocks = max_blocks;
   float* ws;
   CK(cudaMalloc(&ws, w13::workspace_floats(M, N, K, ob) * 4 + 16));
   cudaError_t e = w13::launch(M, N, K, oa, ob, C, g_sms, 0, ws, o);
@@ -95,8 +96,8 @@ static bool test(int M, int N, int K, bool a_mn, bool b_kmaj, int block_y = 0) {
   const double bound = std::ldexp(1.0, -10) + std::ldexp(1.0, -21) +
                        std::min(double(K), 6 * std::sqrt(double(K))) * std::ldexp(1.0, -24);
   bool ok = w <= bound && guard_ok;
-  printf("%s %5dx%5dx%5d a_mn=%d b_kmaj=%d by=%d worst |err|/S = %.3g (bound %.3g) guard %s\n", ok ? "ok  " : "FAIL", M,
-         N, K, a_mn, b_kmaj, block_y, w, bound, guard_ok ? "ok" : "BAD");
+  printf("%s %5dx%5dx%5d a_mn=%d b_kmaj=%d by=%d blocks=%d worst |err|/S = %.3g (bound %.3g) guard %s\n",
+         ok ? "ok  " : "FAIL", M, N, K, a_mn, b_kmaj, block_y, max_blocks, w, bound, guard_ok ? "ok" : "BAD");
   cudaFree(A);
   cudaFree(B);
   cudaFree(C);
@@ -241,6 +242,8 @@ int main(int argc, char** argv) {
       }
     fails += !test(777, 555, 333, false, false, 128);
     fails += !test(777, 555, 333, false, true, 128);
+    fails += !test(1024, 1000, 1000, false, false, 0, 2);  // few blocks: each rounds many units of Y
+    fails += !test(1000, 1024, 999, false, true, 128, 1);
     if (mode != "small") fails += !test(64, 64, 70000, false, false);
     printf("tests: %d failed\n", fails);
     probe();
@@ -252,6 +255,7 @@ int main(int argc, char** argv) {
       bench(8192, 8192, 8192, false, 10);
       bench(2048, 2048, 2048, false);
       bench(8192, 1024, 4096, false);
+      bench(4000, 4000, 4000, false);
     }
   }
   return 0;

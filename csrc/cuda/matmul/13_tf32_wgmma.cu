@@ -19,8 +19,12 @@
 // Rounding: cuBLAS rounds both operands to TF32 to nearest, so do we. X's elements are rounded (cvt.rna) as they
 // are loaded into registers. wgmma reading Y from shared memory would truncate it (it drops the low 13 bits of each
 // float32), and rounding Y in shared memory costs more shared-memory bandwidth than the main loop leaves
-// (docs/matmul.md, tuning log): a pass before the GEMM rounds Y into a scratch buffer instead (one read and one
-// write of Y in global memory).
+// (docs/matmul.md, tuning log). So Y is rounded into a scratch buffer in global memory, which TMA then reads, by
+// the producer warpgroup's three idle warps while the consumers compute: the blocks share out small units of Y
+// (32 rows x 64 k) in the order the tiles need them, and the TMA thread waits on a per-(tile row, k chunk) counter
+// before it loads a Y slab. The pass over Y thus overlaps the GEMM instead of running before it (a separate pass
+// kernel cost the time of reading and writing Y once). Units are claimed dynamically, so the blocks that run do
+// all the rounding between them: no block waits on one that has not started.
 // Epilogue: fp32 accumulators stored straight to global memory; both orientations write whole 32-byte sectors
 // (4 lanes x 8 bytes along a row of C, or 8 lanes x 4 bytes along a column of D).
 //
@@ -49,6 +53,112 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 [[maybe_unused]] constexpr int kConsumerRegs = 232;
 constexpr uint32_t kSwizzleAtom = 1024;  // bytes of 8 swizzled 128-byte rows: the pattern's period
 constexpr int kDefaultGroup = 16;        // X-row tiles per group in the tile order
+
+// Rounding Y (see the top of the file). A unit is kRoundRows rows x kRoundK k of Y: one warp rounds it, each lane
+// kRoundRows / 2 float4 (half a warp per 256-byte row segment), kRoundBatch loads in flight.
+constexpr int kRoundRows = 32;
+constexpr int kRoundK = 64;                    // a whole number of slabs, so a slab lies in one unit
+constexpr int kSlabsPerChunk = kRoundK / kBK;  // slabs covered by one counter
+constexpr int kRoundBatch = 4;                 // fits the producer's 40 registers
+constexpr int kSyncHeader = 2;                 // sync[0]: next unit to claim; sync[1]: units finished
+static_assert(kRoundK % kBK == 0 && kRoundRows % 2 == 0 && kRoundK == 4 * 16, "half a warp covers kRoundK floats");
+
+// Y as given and its rounded copy: src (ld floats a row) is rounded into dst (pitch floats a row), which the Y
+// tensor map reads; sync holds the claim and done counters (zeroed before the launch).
+struct RoundY {
+  const float* src;
+  int64_t ld;
+  float* dst;
+  int64_t pitch;
+  int* sync;
+};
+
+// How Y's units are ordered: by block of tile rows (the Y tiles the first wave of blocks needs, then the next
+// ones), within a block by k chunk, then tile row, then row group. Done counter of (tile row p, chunk c):
+// sync[kSyncHeader + p * chunks + c], complete at `groups`.
+struct RoundPlan {
+  int chunks;          // k chunks of kRoundK
+  int groups;          // row groups (units) per tile row and chunk: YN / kRoundRows
+  int rows_per_block;  // Y tile rows per block of the order
+  int y_tiles;
+  int units;  // y_tiles * chunks * groups
+  __device__ RoundPlan(int yn, int K, int x_tiles, int y_tiles_, int group, int grid) {
+    chunks = (K + kRoundK - 1) / kRoundK;
+    groups = yn / kRoundRows;
+    y_tiles = y_tiles_;
+    // Tile t of the first group has Y tile row t / min(x_tiles, group) (hopper::grouped_tile), so the first wave
+    // (tiles 0 .. grid - 1) needs this many Y tile rows.
+    rows_per_block = min(y_tiles, (grid - 1) / min(x_tiles, group) + 1);
+    units = y_tiles * chunks * groups;
+  }
+  __device__ void coords(int u, int& p, int& c, int& r) const {
+    const int block_units = rows_per_block * chunks * groups;
+    const int b = u / block_units;
+    const int first = b * rows_per_block;
+    const int per_chunk = min(rows_per_block, y_tiles - first) * groups;  // units of one chunk in this block
+    const int local = u - b * block_units;
+    c = local / per_chunk;
+    p = first + (local % per_chunk) / groups;
+    r = local % groups;
+  }
+};
+
+__device__ __forceinline__ float4 to_tf32x4(float4 v) {
+  return make_float4(__uint_as_float(hopper::to_tf32(v.x)), __uint_as_float(hopper::to_tf32(v.y)),
+                     __uint_as_float(hopper::to_tf32(v.z)), __uint_as_float(hopper::to_tf32(v.w)));
+}
+
+// A producer warp's share of the rounding: claims units until none are left, rounds each (to nearest, as
+// cvt.rna does), then publishes it (fence, then the done counter).
+template <int YN>
+__device__ __forceinline__ void round_y_units(const RoundY& ry, const RoundPlan& plan, int ys, int K, int lane) {
+  int* claim = ry.sync;
+  int* finished = ry.sync + 1;
+  int* done = ry.sync + kSyncHeader;
+  int u = __shfl_sync(~0u, lane == 0 ? atomicAdd(claim, 1) : 0, 0);
+  while (u < plan.units) {
+    const int next = lane == 0 ? atomicAdd(claim, 1) : 0;  // in flight while this unit is rounded
+    int p, c, r;
+    plan.coords(u, p, c, r);
+    // Lane: float4 column lane % 16 of the unit, rows lane / 16 + 2 i.
+    const int row0 = p * YN + r * kRoundRows + lane / 16;
+    const int col = c * kRoundK + 4 * (lane % 16);
+    const float* in = ry.src + int64_t{row0} * ry.ld + col;
+    float* out = ry.dst + int64_t{row0} * ry.pitch + col;
+    const int rows = min(kRoundRows / 2, (ys - row0 + 1) / 2);  // this lane's rows inside Y
+    if (col + 4 <= K && rows == kRoundRows / 2) {
+      // The common case: whole float4s on every row.
+#pragma unroll
+      for (int i0 = 0; i0 < kRoundRows / 2; i0 += kRoundBatch) {
+        float4 v[kRoundBatch];
+#pragma unroll
+        for (int j = 0; j < kRoundBatch; ++j)
+          v[j] = __ldcs(reinterpret_cast<const float4*>(in + 2 * (i0 + j) * ry.ld));  // read once: streamed
+#pragma unroll
+        for (int j = 0; j < kRoundBatch; ++j)
+          *reinterpret_cast<float4*>(out + 2 * (i0 + j) * ry.pitch) = to_tf32x4(v[j]);
+      }
+    } else if (col < K) {
+      // Tiles at Y's edges: rows past ys skipped, never a read past column K - 1 (the next row, or the end of the
+      // allocation); dst rows are padded to a multiple of 4 floats, so a whole float4 is stored.
+      for (int i = 0; i < rows; ++i) {
+        const float* row_in = in + 2 * i * ry.ld;
+        float4 v = make_float4(row_in[0], 0.f, 0.f, 0.f);
+        if (col + 1 < K) v.y = row_in[1];
+        if (col + 2 < K) v.z = row_in[2];
+        if (col + 3 < K) v.w = row_in[3];
+        *reinterpret_cast<float4*>(out + 2 * i * ry.pitch) = to_tf32x4(v);
+      }
+    }
+    __threadfence();  // this lane's stores, at GPU scope, before the counters below
+    __syncwarp();
+    if (lane == 0) {
+      atomicAdd(&done[p * plan.chunks + c], 1);
+      atomicAdd(finished, 1);
+    }
+    u = __shfl_sync(~0u, next, 0);
+  }
+}
 
 // Y rows per block tile: 256, or 128 for outputs with few tiles. The ring is as deep as shared memory allows.
 template <int YN>
@@ -92,7 +202,7 @@ __device__ __forceinline__ uint32_t x_offset(int x, int k) {
 template <int YN, bool kXMN, bool kTransposeOut>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_13_tf32_wgmma(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_y,
-                                float* __restrict__ C, int xs, int ys, int K, int ldc, int group) {
+                                float* __restrict__ C, int xs, int ys, int K, int ldc, int group, RoundY ry) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tile<YN>;
   constexpr int S = T::kStages;
@@ -121,17 +231,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = threadIdx.x / 128;
 
   if (wg == 0) {
-    // Producer: one thread fills slots in ring order, the same tile sequence as the consumers.
+    // Producer: one thread fills slots in ring order, the same tile sequence as the consumers; warps 1-3 round Y.
     hopper::setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x == 0) {
+    const RoundPlan plan(YN, K, x_tiles, y_tiles, group, gridDim.x);
+    if (threadIdx.x >= 32) {
+      round_y_units<YN>(ry, plan, ys, K, threadIdx.x % 32);
+    } else if (threadIdx.x == 0) {
+      const int* finished = ry.sync + 1;
+      const int* done = ry.sync + kSyncHeader;
+      bool all_rounded = false;  // once every unit is done, the per-chunk counters need no more reads
       int s = 0;
       uint32_t phase = 0;
       for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int tx, ty;
         hopper::grouped_tile(tile, x_tiles, y_tiles, group, tx, ty);
         const int x0 = tx * kXRows, y0 = ty * YN;
+        if (!all_rounded && hopper::ld_acquire_gpu(finished) == plan.units) {
+          all_rounded = true;
+          hopper::fence_proxy_async_global();
+        }
         for (int kb = 0; kb < k_slabs; ++kb) {
           const int k0 = kb * kBK;
+          if (!all_rounded && kb % kSlabsPerChunk == 0) {
+            // Y's rounded rows of this chunk must be written before TMA reads them.
+            const int* ready = done + ty * plan.chunks + kb / kSlabsPerChunk;
+            while (hopper::ld_acquire_gpu(ready) < plan.groups) __nanosleep(32);
+            hopper::fence_proxy_async_global();
+          }
           hopper::mbar_wait(hopper::smem_u32(&empty_bar[s]), phase ^ 1);
           const uint32_t full = hopper::smem_u32(&full_bar[s]);
           hopper::mbar_arrive_expect_tx(full, T::kStageBytes);
@@ -241,30 +367,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// Rounds the rows x cols K-major matrix src (row pitch ld floats; base 16-byte aligned, ld a multiple of 4) to
-// TF32, to nearest, into dst (row pitch dpitch >= cols rounded up to 4). wgmma would truncate Y's float32 bits (it
-// drops the low 13), and rounding Y in shared memory costs more shared-memory bandwidth than the kernel has to
-// spare; one pass over Y in global memory before the GEMM does it for the price of reading and writing Y once.
-constexpr int kRoundThreads = 256;
-__global__ void __launch_bounds__(kRoundThreads)
-    matmul_kernel_13_tf32_round(const float* __restrict__ src, int64_t ld, float* __restrict__ dst, int64_t dpitch,
-                                int rows, int cols) {
-  const int c = 4 * (blockIdx.x * kRoundThreads + threadIdx.x);  // first of this thread's 4 columns
-  if (c >= cols) return;
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float* in = src + r * ld + c;
-    float4 v;
-    if (c + 4 <= cols) {
-      v = *reinterpret_cast<const float4*>(in);
-    } else {  // the row's tail: never read past column cols - 1 (the next row, or the end of the allocation)
-      v = make_float4(in[0], c + 1 < cols ? in[1] : 0.f, c + 2 < cols ? in[2] : 0.f, 0.f);
-    }
-    v = make_float4(__uint_as_float(hopper::to_tf32(v.x)), __uint_as_float(hopper::to_tf32(v.y)),
-                    __uint_as_float(hopper::to_tf32(v.z)), __uint_as_float(hopper::to_tf32(v.w)));
-    *reinterpret_cast<float4*>(dst + r * dpitch + c) = v;
-  }
-}
-
 struct LaunchOptions {
   int block_y = 0;  // 0: by shape; else 128 or 256
   int group = kDefaultGroup;
@@ -272,8 +374,8 @@ struct LaunchOptions {
 };
 
 template <int YN, bool kXMN, bool kTransposeOut>
-cudaError_t launch_typed(int xs, int ys, int K, const hopper::Operand& x, const hopper::Operand& y, float* c, int ldc,
-                         int sms, int group, cudaStream_t stream) {
+cudaError_t launch_typed(int xs, int ys, int K, const hopper::Operand& x, const RoundY& ry, float* c, int ldc, int sms,
+                         int group, cudaStream_t stream) {
   using T = Tile<YN>;
   auto* kernel = &matmul_kernel_13_tf32_wgmma<YN, kXMN, kTransposeOut>;
   constexpr int kMaxDevices = 64;
@@ -290,27 +392,32 @@ cudaError_t launch_typed(int xs, int ys, int K, const hopper::Operand& x, const 
   constexpr bool kFp32 = true;
   const bool ok_x = kXMN ? hopper::encode_tensor_map_2d(&map_x, false, x.ptr, xs, K, x.ld, kRowFloats, kBK, kFp32)
                          : hopper::encode_tensor_map_2d(&map_x, false, x.ptr, K, xs, x.ld, kRowFloats, kXRows, kFp32);
-  const bool ok_y = hopper::encode_tensor_map_2d(&map_y, false, y.ptr, K, ys, y.ld, kRowFloats, YN, kFp32);
+  const bool ok_y = hopper::encode_tensor_map_2d(&map_y, false, ry.dst, K, ys, ry.pitch, kRowFloats, YN, kFp32);
   if (!ok_x || !ok_y) return cudaErrorInvalidValue;
   const int64_t tiles = int64_t{(xs + kXRows - 1) / kXRows} * ((ys + YN - 1) / YN);
   const int grid = static_cast<int>(std::min<int64_t>(tiles, sms));
-  kernel<<<grid, kThreads, T::kSmemBytes, stream>>>(map_x, map_y, c, xs, ys, K, ldc, group);
+  kernel<<<grid, kThreads, T::kSmemBytes, stream>>>(map_x, map_y, c, xs, ys, K, ldc, group, ry);
   return cudaGetLastError();
+}
+
+// Floats of Y's rounded copy (rows padded to a multiple of 4, 16 bytes) and ints of the sync counters.
+inline int64_t y_pitch(int K) {
+  return (int64_t{K} + 3) / 4 * 4;
+}
+inline int64_t sync_ints(int ys, int K) {
+  constexpr int kNarrowestTile = 128;
+  return kSyncHeader + int64_t{(ys + kNarrowestTile - 1) / kNarrowestTile} * ((K + kRoundK - 1) / kRoundK);
 }
 
 template <bool kXMN, bool kTransposeOut>
 cudaError_t launch_roles(int xs, int ys, int K, const hopper::Operand& x, const hopper::Operand& y_in, float* c,
                          int ldc, int sms, const LaunchOptions& opt, float* workspace, cudaStream_t stream) {
-  // Y rounded to TF32 into the workspace first (see matmul_kernel_13_tf32_round).
-  const int64_t pitch = (int64_t{K} + 3) / 4 * 4;
-  constexpr int kMaxGridY = 65535;
-  const dim3 round_grid(static_cast<unsigned>((pitch / 4 + kRoundThreads - 1) / kRoundThreads),
-                        static_cast<unsigned>(std::min(ys, kMaxGridY)));
-  matmul_kernel_13_tf32_round<<<round_grid, kRoundThreads, 0, stream>>>(static_cast<const float*>(y_in.ptr), y_in.ld,
-                                                                        workspace, pitch, ys, K);
-  cudaError_t err = cudaGetLastError();
+  // The workspace: Y's rounded copy, then the sync counters, zeroed here (stream-ordered, so CUDA graphs replay it).
+  const int64_t pitch = y_pitch(K);
+  int* sync = reinterpret_cast<int*>(workspace + int64_t{ys} * pitch);
+  cudaError_t err = cudaMemsetAsync(sync, 0, sync_ints(ys, K) * sizeof(int), stream);
   if (err != cudaSuccess) return err;
-  const hopper::Operand y{workspace, pitch, false};
+  const RoundY ry{static_cast<const float*>(y_in.ptr), y_in.ld, workspace, pitch, sync};
   int yn = opt.block_y;
   if (yn == 0) {
     // 256-row Y tiles unless they leave more than half the SMs idle.
@@ -318,14 +425,15 @@ cudaError_t launch_roles(int xs, int ys, int K, const hopper::Operand& x, const 
     yn = 2 * wide_tiles < sms ? 128 : 256;
   }
   const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
-  if (yn == 128) return launch_typed<128, kXMN, kTransposeOut>(xs, ys, K, x, y, c, ldc, blocks, opt.group, stream);
-  return launch_typed<256, kXMN, kTransposeOut>(xs, ys, K, x, y, c, ldc, blocks, opt.group, stream);
+  if (yn == 128) return launch_typed<128, kXMN, kTransposeOut>(xs, ys, K, x, ry, c, ldc, blocks, opt.group, stream);
+  return launch_typed<256, kXMN, kTransposeOut>(xs, ys, K, x, ry, c, ldc, blocks, opt.group, stream);
 }
 
 // The floats of scratch launch() needs for M, N, K with these operands: Y (B^T when B is K-major, else A), rounded,
-// with rows padded to a multiple of 4.
+// with rows padded to a multiple of 4, then the sync counters.
 inline int64_t workspace_floats(int M, int N, int K, const hopper::Operand& b) {
-  return int64_t{b.mn_major ? M : N} * ((int64_t{K} + 3) / 4 * 4);
+  const int ys = b.mn_major ? M : N;
+  return int64_t{ys} * y_pitch(K) + sync_ints(ys, K);
 }
 
 // C (M x N, row-major, contiguous, float32) = A @ B for float32 A, B in TF32 math (both rounded to TF32 to nearest,

@@ -145,6 +145,20 @@ __device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t* p) {
 #endif
   return v;
 }
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v = 0;
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+#endif
+  return v;
+}
+// Orders this thread's view of global memory (e.g. data another block published and this thread acquired) before
+// its later async-proxy (TMA) accesses: TMA reads of data written by ordinary stores need it.
+__device__ __forceinline__ void fence_proxy_async_global() {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#endif
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Clusters
