@@ -6,8 +6,15 @@
 //     kernel (Autograd). Fake (meta) implementations, and matmul's autograd formula, are registered in Python:
 //     cuda_kernels/ops.py. Why square's autograd is here: see SquareFunction below.
 //  3. PYBIND11_MODULE makes this a Python module (cuda_kernels._C); importing it runs the registrations.
-#include <torch/extension.h>
+// Only the headers this file uses (not torch/extension.h, which pulls in all of torch's C++ API and doubles
+// this file's compile time, the longest of the build).
+#include <ATen/TensorOperators.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include "cpu/capability.h"
 #include "ops.h"

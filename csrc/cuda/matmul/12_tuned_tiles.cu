@@ -44,7 +44,8 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 [[maybe_unused]] constexpr int kConsumerRegs = 232;
 constexpr uint32_t kSwizzleAtom = 1024;  // bytes of 8 swizzled 128-byte rows: the pattern's period
 constexpr size_t kMaxSmem = 227 * 1024;  // dynamic shared memory one block may opt into on the H100
-constexpr int kGroupRows = 16;           // row tiles per group of the tile order (group_m = kGroupRows / cluster)
+[[maybe_unused]] constexpr int kGroupRows =
+    16;  // row tiles per group of the tile order (group_m = kGroupRows / cluster)
 
 // One kernel configuration: tile width BN, blocks per cluster CM (1, or 2 stacked along M sharing B by
 // multicast), ring depth S, and the consumer's output buffer width OutCols (BN: whole tile; less: BN / OutCols
@@ -515,31 +516,42 @@ cudaError_t launch_layout(int M, int N, int K, const Operand& a, const Operand& 
   return launch_typed<Wide, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk);
 }
 
+// launch() for one dtype (bf16 when kBf16, else fp16): the operand layouts' four kernel families.
+template <bool kBf16>
+cudaError_t launch_dtype(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, cudaStream_t stream,
+                         const LaunchOptions& opt, const Workspace& ws) {
+  if (a.mn_major) {
+    return b.mn_major ? launch_layout<kBf16, true, false>(M, N, K, a, b, c, sms, opt, ws, stream)
+                      : launch_layout<kBf16, true, true>(M, N, K, a, b, c, sms, opt, ws, stream);
+  }
+  return b.mn_major ? launch_layout<kBf16, false, false>(M, N, K, a, b, c, sms, opt, ws, stream)
+                    : launch_layout<kBf16, false, true>(M, N, K, a, b, c, sms, opt, ws, stream);
+}
+
+// Each dtype's kernels compile in a translation unit of their own (12_tuned_tiles_bf16.cu and
+// 12_tuned_tiles_fp16.cu include this file with CUDA_KERNELS_MATMUL_KERNELS_ONLY, which leaves out the ATen
+// parts, and instantiate one launch_dtype), so the build compiles them in parallel: with all 24 kernels in this file it
+// was the build's longest compile. The standalone harness instantiates everything itself.
+#ifndef CUDA_KERNELS_MATMUL_STANDALONE
+extern template cudaError_t launch_dtype<true>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
+                                               const LaunchOptions&, const Workspace&);
+extern template cudaError_t launch_dtype<false>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
+                                                const LaunchOptions&, const Workspace&);
+#endif
+
 // C (M x N, row-major, contiguous) = A @ B for 16-bit A, B, C (bf16 when bf16, else fp16), fp32 accumulation.
 // 1 <= M, N, K < 2^31. The caller guarantees the Operand requirements.
 // ws: stream-K scratch (workspace_bytes(sms)), or none.
 inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms,
                           cudaStream_t stream, const LaunchOptions& opt = {}, const Workspace& ws = {}) {
-  if (bf16) {
-    if (a.mn_major) {
-      return b.mn_major ? launch_layout<true, true, false>(M, N, K, a, b, c, sms, opt, ws, stream)
-                        : launch_layout<true, true, true>(M, N, K, a, b, c, sms, opt, ws, stream);
-    }
-    return b.mn_major ? launch_layout<true, false, false>(M, N, K, a, b, c, sms, opt, ws, stream)
-                      : launch_layout<true, false, true>(M, N, K, a, b, c, sms, opt, ws, stream);
-  }
-  if (a.mn_major) {
-    return b.mn_major ? launch_layout<false, true, false>(M, N, K, a, b, c, sms, opt, ws, stream)
-                      : launch_layout<false, true, true>(M, N, K, a, b, c, sms, opt, ws, stream);
-  }
-  return b.mn_major ? launch_layout<false, false, false>(M, N, K, a, b, c, sms, opt, ws, stream)
-                    : launch_layout<false, false, true>(M, N, K, a, b, c, sms, opt, ws, stream);
+  return bf16 ? launch_dtype<true>(M, N, K, a, b, c, sms, stream, opt, ws)
+              : launch_dtype<false>(M, N, K, a, b, c, sms, stream, opt, ws);
 }
 
 }  // namespace wgmma12
 }  // namespace cuda_kernels::matmul_ladder
 
-#ifndef CUDA_KERNELS_MATMUL_STANDALONE
+#if !defined(CUDA_KERNELS_MATMUL_STANDALONE) && !defined(CUDA_KERNELS_MATMUL_KERNELS_ONLY)
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAStream.h>
@@ -571,4 +583,4 @@ void launch_12_tuned_tiles(const at::Tensor& a, const at::Tensor& b, at::Tensor&
 }
 
 }  // namespace cuda_kernels::matmul_ladder
-#endif  // CUDA_KERNELS_MATMUL_STANDALONE
+#endif  // !CUDA_KERNELS_MATMUL_STANDALONE && !CUDA_KERNELS_MATMUL_KERNELS_ONLY

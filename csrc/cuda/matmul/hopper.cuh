@@ -4,8 +4,9 @@
 //
 // Every device wrapper compiles to nothing outside the sm_90a pass (`__CUDA_ARCH_FEAT_SM90_ALL`), so a file
 // including this header still builds for sm_80; kernels that use them must guard their bodies the same way.
-// Only the last section (tma_operand) uses ATen; it is left out when CUDA_KERNELS_MATMUL_STANDALONE is defined,
-// as the standalone harness (.tc/, not in git) does.
+// Only the last section (tma_operand) uses ATen; it is left out when CUDA_KERNELS_MATMUL_STANDALONE (the
+// standalone harnesses in scripts/) or CUDA_KERNELS_MATMUL_KERNELS_ONLY (translation units that only compile
+// kernels, e.g. 12_tuned_tiles_bf16.cu) is defined.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (types only: the driver is reached through the runtime)
@@ -555,8 +556,9 @@ inline bool encode_tensor_map_2d(CUtensorMap* map, bool bf16, const void* base, 
 
 }  // namespace cuda_kernels::hopper
 
-#ifndef CUDA_KERNELS_MATMUL_STANDALONE
-// ATen side: fitting tensors to what TMA can read (left out of the standalone harness, which has no ATen).
+#if !defined(CUDA_KERNELS_MATMUL_STANDALONE) && !defined(CUDA_KERNELS_MATMUL_KERNELS_ONLY)
+// ATen side: fitting tensors to what TMA can read (left out of the standalone harness, which has no ATen, and of
+// translation units that only compile kernels).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAStream.h>
@@ -645,4 +647,4 @@ inline void check_launch(const char* step, cudaError_t err) {
 }
 
 }  // namespace cuda_kernels::hopper
-#endif  // CUDA_KERNELS_MATMUL_STANDALONE
+#endif  // !CUDA_KERNELS_MATMUL_STANDALONE && !CUDA_KERNELS_MATMUL_KERNELS_ONLY
