@@ -48,9 +48,10 @@ std::vector<std::pair<int64_t, std::vector<std::string>>> matmul_cuda_variant_dt
 // csrc/cuda/matmul.cu: the ladder.
 c10::ArrayRef<matmul_ladder::Step> matmul_cuda_ladder();
 // The step variant 0 runs for dtype on gpu; *reason (if given) gets why (what was skipped).
-// tf32: whether TF32 is allowed for float32 (at::globalContext().allowTF32CuBLAS()).
+// tf32: whether TF32 is allowed for float32 (at::globalContext().allowTF32CuBLAS()). shape: the output's {M, N},
+// or nullptr for large outputs (the answer build_info gives).
 const matmul_ladder::Step& matmul_cuda_default_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, bool tf32,
-                                                    std::string* reason);
+                                                    const int64_t* shape, std::string* reason);
 // Runs `step` (its needs checked by the caller): M, N, K >= 1, c allocated (M, N) row-major. Copies a and b to
 // row-major first when the step needs it.
 void matmul_cuda_launch(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, const matmul_ladder::Step& step);

@@ -90,8 +90,9 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
             On CUDA, ladder step 1 reads any strides directly; every other step (and so variant 0) needs row-major
             inputs and first copies an input that is not contiguous (a transposed view, a slice with a row pitch
             other than its width, an expanded tensor) into a contiguous temporary. The CPU kernel reads any strides.
-        variant: 0 picks the CUDA kernel for the dtype and GPU (float16/bfloat16: the tensor-core step; float32/
-            float64: step 6; ``cuda_kernels._C._matmul_default_step(dtype_name, device_index)`` says which);
+        variant: 0 picks the CUDA kernel for the shape, dtype and GPU (M or N <= 16: step 14, the skinny kernel;
+            otherwise float16/bfloat16: the tensor-core step; float32/float64: step 6;
+            ``cuda_kernels._C._matmul_default_step(dtype_name, device_index)`` says which);
             N >= 1 forces step N of the kernel ladder (csrc/cuda/matmul/), which must take the dtype (steps 7-12:
             float16/bfloat16 only; step 13: float32 as TF32, only while torch.backends.cuda.matmul.allow_tf32 is
             on) and run on the GPU (steps 7-8: compute capability >= 8.0; 9-13: an sm_90a build on compute 9.0),

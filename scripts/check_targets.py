@@ -23,6 +23,8 @@ Targets:
                     line names it) at bfloat16 4096^3: >= 0.55x torch.mm.
                     TF32: float32 with TF32 allowed on both sides (rows with math "tf32"), default variant, 4096^3:
                     >= 0.90x cuBLAS TF32.
+  skinny matmul     float32, bfloat16 and float16, default variant vs torch.mm, TF32 off: >= 0.90x at 1x4096x4096,
+                    16x4096x4096 and 4096x1x4096 (matrix-vector shapes, memory-bound).
 
 A run on the CPU (env.device "cpu") has targets of its own:
   matmul vs torch   float32, the CPU kernel vs torch.mm (MKL or OpenBLAS): >= 0.50x at 512^3 and 1024^3.
@@ -56,6 +58,8 @@ TENSOR_CORE_MIN_RATIO = {(4096, 4096, 4096): 1.00, (8192, 8192, 8192): 1.00, (20
 MMA_SYNC_NAMES = ("mma_sync", "mma_pipeline")  # variant_name substrings of the sm_80 (mma.sync) steps
 MMA_SYNC_DTYPE, MMA_SYNC_SHAPE, MMA_SYNC_MIN_RATIO = "bfloat16", (4096, 4096, 4096), 0.55
 TF32_SHAPE, TF32_MIN_RATIO = (4096, 4096, 4096), 0.90
+SKINNY_DTYPES = ("float32", "bfloat16", "float16")
+SKINNY_MIN_RATIO = {(1, 4096, 4096): 0.90, (16, 4096, 4096): 0.90, (4096, 1, 4096): 0.90}
 CPU_MATMUL_MIN_RATIO = {(512, 512, 512): 0.50, (1024, 1024, 1024): 0.50}  # float32, a run on the CPU
 
 Record = dict[str, Any]
@@ -176,6 +180,9 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
         results.append((ratio >= MMA_SYNC_MIN_RATIO, text))
 
     matmul_vs_torch("float32", TF32_SHAPE, TF32_MIN_RATIO, "tf32")
+    for dtype in SKINNY_DTYPES:
+        for shape, target in SKINNY_MIN_RATIO.items():
+            matmul_vs_torch(dtype, shape, target)
     return results
 
 

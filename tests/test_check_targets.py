@@ -30,8 +30,9 @@ check_targets = load_script(ROOT / "scripts" / "check_targets.py")
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 SIZES = range(12, 29)
 # 2 dtypes x 3 sizes (2^26..2^28) vs copy, 4 dtypes x (17 sizes + geomean) vs torch, 5 float32 matmul shapes,
-# 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32.
-N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1
+# 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32, 3 dtypes x 3 skinny shapes.
+N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3
+SKINNY_SHAPES = ([1, 4096, 4096], [16, 4096, 4096], [4096, 1, 4096])
 TC_SHAPES = ([4096] * 3, [8192] * 3, [2048] * 3, [4000] * 3, [8192, 1024, 4096], [1024] * 3)
 MMA_STEPS = {7: "07_mma_sync", 8: "08_mma_pipeline", 9: "09_wgmma_tma"}
 
@@ -44,13 +45,14 @@ def records(
     tc_ratio: float | dict[tuple[str, tuple[int, ...]], float] = 1.0,
     step_ratios: dict[int, float] | None = None,
     tf32_ratio: float = 0.95,
+    skinny_ratio: float = 0.95,
 ) -> list[dict]:
     """Synthetic rows for every target case. torch's square and the copy take 1 ms; ours takes 1 / ratio ms, the
     ratio being square_ratio (one number, or per (dtype, log2 size) with 1.0 for the rest) vs torch and copy_ratio
     vs the copy (the copy row is scaled instead). Every row's IQR is iqr_fraction of its median.
     matmul: torch takes 1 ms; ours (variant 0) 1 / matmul_ratio in float32 (TF32 off), 1 / tc_ratio in bfloat16
     and float16 (one number, or per (dtype, shape) with 1.0 for the rest), 1 / tf32_ratio in float32 with math
-    "tf32" against a TF32 torch row; at bfloat16 and float16 4096^3 and 8192^3 the ladder steps of MMA_STEPS run
+    "tf32" against a TF32 torch row, 1 / skinny_ratio at the skinny shapes (float32, bfloat16, float16); at bfloat16 and float16 4096^3 and 8192^3 the ladder steps of MMA_STEPS run
     at step_ratios (default: 07 at 0.30x, 08 at 0.60x, 09 at 1.10x)."""
     rows = []
 
@@ -88,7 +90,19 @@ def records(
     base = {"op": "matmul", "dtype": "float32", "shape": [4096] * 3, "math": "tf32"}
     add(**base, impl="torch", variant=None, median_ms=1.0)
     add(**base, impl="ours", variant=0, median_ms=1.0 / tf32_ratio, correct=True)
+    for dtype in ("float32", "bfloat16", "float16"):
+        for shape in SKINNY_SHAPES:
+            base = {"op": "matmul", "dtype": dtype, "shape": shape}
+            add(**base, impl="torch", variant=None, median_ms=1.0)
+            add(**base, impl="ours", variant=0, median_ms=1.0 / skinny_ratio, correct=True)
     return rows
+
+
+def test_skinny_targets():
+    assert not misses(records(skinny_ratio=0.91))
+    missed = misses(records(skinny_ratio=0.89))
+    assert len(missed) == 9 and all("vs torch" in name for name in missed), missed
+    assert "matmul bfloat16 4096x1x4096 vs torch" in missed, missed
 
 
 def verdicts(rows: list[dict]) -> dict[str, bool]:

@@ -68,6 +68,9 @@ STEP_DTYPES = {int(v): list(names) for v, names in cuda_kernels._C._matmul_varia
 # The steps that compute float32 in TF32 (their names say so; test_tf32_step_needs_tf32_allowed checks that they
 # refuse to run while TF32 is off). Their cases run with TF32 allowed and are checked against the TF32 bound.
 TF32_STEPS = {v for v, name in NAMES.items() if "_tf32" in name}
+# The steps made for skinny outputs (M or N <= 16), which variant 0 takes for those shapes only.
+SKINNY_STEPS = {v for v, name in NAMES.items() if "_skinny" in name}
+SKINNY_MAX_SIDE = 16
 
 
 def _tf32(variant: int, dtype: torch.dtype) -> bool:
@@ -181,10 +184,11 @@ def test_step_dtypes_declared():
         return
     assert sorted(STEP_DTYPES) == VARIANTS
     assert TF32_STEPS == {13}, NAMES
+    assert SKINNY_STEPS == {14}, NAMES
     for v, names in STEP_DTYPES.items():
         if v in TF32_STEPS:
             want = ["float32"]
-        elif v >= FIRST_TENSOR_CORE_STEP:
+        elif v >= FIRST_TENSOR_CORE_STEP and v not in SKINNY_STEPS:
             want = ["float16", "bfloat16"]
         else:
             want = ["float32", "float64", "float16", "bfloat16"]
@@ -227,7 +231,8 @@ def test_default_step(dtype):
     0 then gives bit for bit what forcing that step gives."""
     with allow_tf32(False):
         variant, name, reason = cuda_kernels._C._matmul_default_step(_dtype_name(dtype), -1)
-        assert (variant, name) == (max(v for v in VARIANTS if runs(v, dtype) and not _tf32(v, dtype)), NAMES[variant])
+        large = [v for v in VARIANTS if runs(v, dtype) and not _tf32(v, dtype) and v not in SKINNY_STEPS]
+        assert (variant, name) == (max(large), NAMES[variant])
         major, minor = torch.cuda.get_device_capability()
         assert reason.startswith(f"compute {major}.{minor} ({torch.cuda.get_device_name()})"), reason
         if dtype in (torch.float32, torch.float64):
@@ -246,6 +251,28 @@ def test_default_step(dtype):
         out = cuda_kernels.matmul(a, b)
         torch.testing.assert_close(out, cuda_kernels.matmul(a, b, variant=variant), rtol=0, atol=0)
         assert_step_close(out, a, b, 0)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "mnk", [(1, 300, 264), (16, 520, 264), (300, 1, 264), (300, 16, 65), (17, 520, 264), (300, 17, 264)], ids=str
+)
+def test_default_step_skinny(dtype, mnk):
+    """Variant 0 takes the skinny step for outputs with M or N <= 16 (bit for bit what forcing it gives), and the
+    large-output pick otherwise; build_info's reason names the skinny step."""
+    (skinny,) = SKINNY_STEPS
+    m, n, k = mnk
+    a = rand(m, k, dtype=dtype, device="cuda", seed=_seed("skinny", dtype, mnk, "a"))
+    b = rand(k, n, dtype=dtype, device="cuda", seed=_seed("skinny", dtype, mnk, "b"))
+    with allow_tf32(False):
+        out = cuda_kernels.matmul(a, b)
+        large, _, reason = cuda_kernels._C._matmul_default_step(_dtype_name(dtype), -1)
+        pick = skinny if min(m, n) <= SKINNY_MAX_SIDE else large
+        torch.testing.assert_close(out, cuda_kernels.matmul(a, b, variant=pick), rtol=0, atol=0)
+    assert f"outputs with M or N <= {SKINNY_MAX_SIDE} take {NAMES[skinny]}" in reason, reason
+    assert_step_close(out, a, b, 0)
 
 
 @requires_cuda

@@ -6,6 +6,7 @@
 // to cover and time every step).
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <iterator>
 #include <string>
 
@@ -21,6 +22,7 @@ using matmul_ladder::kAnyStrides;
 using matmul_ladder::kFloat32;
 using matmul_ladder::kHalfDtypes;
 using matmul_ladder::kRowMajorInputs;
+using matmul_ladder::kSkinnyShapes;
 using matmul_ladder::kTf32Math;
 using matmul_ladder::Step;
 
@@ -49,34 +51,48 @@ constexpr Step kLadder[] = {
      &matmul_ladder::launch_12_tuned_tiles},
     {13, "13_tf32_wgmma", kAnyStrides | kTf32Math, kFloat32, 90, &matmul_ladder::wgmma_available, kSm90aNeeds,
      &matmul_ladder::launch_13_tf32_wgmma},
+    {14, "14_skinny", kAnyStrides | kSkinnyShapes, kAllDtypes, 0, nullptr, nullptr, &matmul_ladder::launch_14_skinny},
 };
 constexpr int kNumSteps = static_cast<int>(std::size(kLadder));
 
-// Variant 0: the last step of the ladder that can run this dtype on this GPU. The ladder is ordered by speed, so
-// that is:
-//  - float16 / bfloat16: 12_tuned_tiles where the binary and GPU allow wgmma (sm_90a code, compute 9.0), else on
-//    compute >= 8.0 08_mma_pipeline (mma.sync tensor cores), else 06_async_pipeline;
-//  - float32 while TF32 is allowed (torch.backends.cuda.matmul.allow_tf32): 13_tf32_wgmma where the binary and
-//    GPU allow wgmma, as torch.mm then runs cuBLAS's TF32 kernels;
-//  - float32 otherwise, and float64: 06_async_pipeline. Measured on the H100 in float32 (scripts/tune_matmul.py,
-//    docs/matmul.md), step 6 is the fastest SIMT step at every shape from 1 x 4096 x 4096 (its 16-row tiles and
-//    split K) through 1024^3 (split K) to 8192^3.
+// Variant 0: by shape, then the last step of the ladder that can run this dtype on this GPU.
+//  - Outputs with M or N <= kSkinnyMaxSide (matrix-vector products and the like): 14_skinny, which streams the
+//    big operand once; the tiled steps leave most of each tile empty there.
+//  - Otherwise the ladder is ordered by speed, so the last step whose needs are met:
+//    - float16 / bfloat16: 12_tuned_tiles where the binary and GPU allow wgmma (sm_90a code, compute 9.0), else
+//      on compute >= 8.0 08_mma_pipeline (mma.sync tensor cores), else 06_async_pipeline;
+//    - float32 while TF32 is allowed (torch.backends.cuda.matmul.allow_tf32): 13_tf32_wgmma where the binary and
+//      GPU allow wgmma, as torch.mm then runs cuBLAS's TF32 kernels;
+//    - float32 otherwise, and float64: 06_async_pipeline. Measured on the H100 in float32
+//      (scripts/tune_matmul.py, docs/matmul.md), step 6 is the fastest SIMT step from 256^3 through 8192^3.
+// shape: the output's (M, N), or nullptr to ask about large outputs (build_info, the doctor).
 // *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
-const Step& pick_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, bool tf32, std::string* reason) {
-  std::string skipped;
+const Step& pick_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, bool tf32, const int64_t* shape,
+                      std::string* reason) {
+  const bool skinny = shape != nullptr && std::min(shape[0], shape[1]) <= matmul_ladder::kSkinnyMaxSide;
+  std::string skipped, skinny_step;
   for (int i = kNumSteps - 1; i >= 0; --i) {
-    const std::string why_not = matmul_step_unmet_need(kLadder[i], dtype, gpu, tf32);
+    const Step& step = kLadder[i];
+    const std::string why_not = matmul_step_unmet_need(step, dtype, gpu, tf32);
+    if ((step.requirements & kSkinnyShapes) && !skinny) {
+      if (why_not.empty()) skinny_step = step.name;  // named in the reason: the pick for skinny outputs
+      continue;
+    }
     if (why_not.empty()) {
       if (reason) {
         *reason = "compute " + std::to_string(gpu.cc / 10) + "." + std::to_string(gpu.cc % 10) + " (" + gpu.name +
                   "), " + matmul_dtype_name(dtype) + (dtype == at::kFloat && tf32 ? " (TF32 allowed)" : "") +
-                  ": the fastest ladder step that runs here" + (skipped.empty() ? "" : "; skipped " + skipped);
+                  (skinny ? ", M or N <= " + std::to_string(matmul_ladder::kSkinnyMaxSide) : "") +
+                  ": the fastest ladder step that runs here" + (skipped.empty() ? "" : "; skipped " + skipped) +
+                  (skinny_step.empty() ? ""
+                                       : "; outputs with M or N <= " + std::to_string(matmul_ladder::kSkinnyMaxSide) +
+                                             " take " + skinny_step);
       }
-      return kLadder[i];
+      return step;
     }
     // Steps that never take this dtype are not worth naming; a step that takes it but cannot run here is.
-    if (kLadder[i].dtypes & matmul_ladder::dtype_bit(dtype)) {
-      skipped += (skipped.empty() ? "" : ", ") + std::string(kLadder[i].name) + " (" + why_not + ")";
+    if (step.dtypes & matmul_ladder::dtype_bit(dtype)) {
+      skipped += (skipped.empty() ? "" : ", ") + std::string(step.name) + " (" + why_not + ")";
     }
   }
   // Unreachable: step 1 takes every dtype on every GPU.
@@ -91,8 +107,8 @@ c10::ArrayRef<Step> matmul_cuda_ladder() {
 }
 
 const Step& matmul_cuda_default_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, bool tf32,
-                                     std::string* reason) {
-  return pick_step(dtype, gpu, tf32, reason);
+                                     const int64_t* shape, std::string* reason) {
+  return pick_step(dtype, gpu, tf32, shape, reason);
 }
 
 void matmul_cuda_launch(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& c, const Step& step) {

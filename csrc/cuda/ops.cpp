@@ -135,7 +135,7 @@ std::tuple<int64_t, std::string, std::string> matmul_cuda_default_step_info(cons
                                                                             int64_t device) {
   std::string reason;
   const auto [dtype, tf32] = parse_dtype(dtype_name);
-  const matmul_ladder::Step& step = matmul_cuda_default_step(dtype, gpu_info(device), tf32, &reason);
+  const matmul_ladder::Step& step = matmul_cuda_default_step(dtype, gpu_info(device), tf32, nullptr, &reason);
   return {step.variant, step.name, reason};
 }
 
@@ -169,8 +169,10 @@ at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant
   if (K == 0) return at::zeros({M, N}, a.options());
   at::Tensor c = at::empty({M, N}, a.options());
   if (M > 0 && N > 0) {
-    const matmul_ladder::Step& step = variant == 0 ? matmul_cuda_default_step(a.scalar_type(), gpu, tf32, nullptr)
-                                                   : matmul_cuda_ladder()[variant - 1];
+    const int64_t shape[2] = {M, N};
+    const matmul_ladder::Step& step = variant == 0
+                                          ? matmul_cuda_default_step(a.scalar_type(), gpu, tf32, shape, nullptr)
+                                          : matmul_cuda_ladder()[variant - 1];
     matmul_cuda_launch(a, b, c, step);
   }
   return c;

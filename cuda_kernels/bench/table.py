@@ -286,6 +286,8 @@ MATMUL_SHAPES: list[Shape] = [(n, n, n) for n in (256, 512, 1024, 2048, 4096, 81
     (4000, 4000, 4000),  # not a multiple of any tile size
     (8192, 1024, 4096),  # rectangular
     (1, 4096, 4096),  # a single row: matrix-vector, memory-bound
+    (16, 4096, 4096),  # a few rows (a decode step's batch): still memory-bound
+    (4096, 1, 4096),  # a single column: A's rows against one vector
 ]
 MATMUL_QUICK_SHAPES: list[Shape] = [(256, 256, 256), (1024, 1024, 1024), (4096, 4096, 4096), (1, 4096, 4096)]
 CPU_MAX_MATMUL_MACS = 1024**3  # M*N*K: keeps 256..1024 and 1x4096x4096

@@ -18,7 +18,9 @@ enum Requirement : unsigned {
   kAnyStrides = 0,            // reads a and b through their strides (transposed views, expanded, ...)
   kRowMajorInputs = 1u << 0,  // a and b contiguous (row-major); dispatch copies them otherwise
   kTf32Math = 1u << 1,        // computes float32 in TF32: runs only while torch allows TF32 for matmul
+  kSkinnyShapes = 1u << 2,    // made for outputs with M or N <= kSkinnyMaxSide: variant 0 takes it only for those
 };
+constexpr int64_t kSkinnyMaxSide = 16;
 
 // The dtypes a step computes, as a bit mask.
 enum DtypeBit : unsigned {
@@ -104,6 +106,10 @@ void launch_12_tuned_tiles(const at::Tensor& a, const at::Tensor& b, at::Tensor&
 // float32 as TF32 (wgmma m64n256k8); the K-major operand is read by wgmma from shared memory, the other loaded
 // into registers (rounded to TF32), so row-major B needs no transposed copy.
 void launch_13_tf32_wgmma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
+// Step 14 (every dtype, any GPU, any strides; variant 0 takes it when M or N <= kSkinnyMaxSide): the big operand
+// streamed once with 16-byte loads (a thread per 16 bytes of its rows, or a warp per few of its columns, by its
+// layout), K split over blocks, deterministic reduction of the splits.
+void launch_14_skinny(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 // True when this binary holds sm_90a code and `device` is compute 9.0 (09_wgmma_tma.cu).
 bool wgmma_available(int device);
 

@@ -1,0 +1,318 @@
+// Ladder step 14 (every dtype, any CUDA GPU): skinny outputs, M or N of at most 16 (a matrix-vector product, a
+// decode step's few tokens against a weight matrix). Variant 0 takes it for those shapes only (csrc/cuda/matmul.cu).
+//
+// With M <= 16 the tiled steps leave most of each 128-row tile empty and their split-K still reads the big
+// operand through shared memory; the work is really "read B once": memory-bound. So this step names the short
+// side S and the long side L and streams the big operand Q (K x L) once with 16-byte loads:
+//  - M <= N: S = M, P = A (S x K, the small operand), Q = B, C[s][l] row-major;
+//  - M > N: C^T = B^T A^T, so S = N, P = B^T, Q = A^T, and C is written transposed (C[l][s]).
+// Q's layout picks the kernel (no copy of Q for row-major or transposed inputs):
+//  - "rows" (Q's rows contiguous along l: B row-major, or A a transposed view): a thread owns kVec consecutive l
+//    and walks k, multiplying Q[k][l..l+kVec) by P[s][k] for its s rows, with P's slab staged in shared memory
+//    (read as a broadcast). A block's 8 warps split k (and s, for S > SR), then add up in shared memory.
+//  - "cols" (Q's columns contiguous along k: A row-major, or B a transposed weight as in x @ w.t()): a warp owns
+//    kCols columns l, its lanes walk k kVec at a time and multiply by P[s][k..k+kVec) (P is small: L1/L2 hits);
+//    the lanes add up with shuffles.
+// Both split K over blocks (grid.y) until the GPU has about kBlocksPerSm blocks per SM; the splits' partial sums
+// (fp32, fp64 for fp64) go to a workspace and matmul_kernel_14_skinny_reduce adds them in a fixed order
+// (deterministic) and rounds to the output dtype. Forced (variant=14) on any other shape it still computes the
+// right result, S rows at a time over grid.z, just slowly.
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/matmul/ladder.h"
+#include "cuda/utils.cuh"
+
+namespace cuda_kernels::matmul_ladder {
+namespace {
+
+constexpr int kThreads = 256;  // 8 warps a block
+constexpr int kWarps = kThreads / 32;
+constexpr int kPChunk = 128;     // k of P staged in shared memory at a time ("rows")
+constexpr int kCols = 4;         // Q columns per warp ("cols")
+constexpr int kKAlign = 256;     // a split covers a multiple of this many k (a multiple of 32 lanes x kVec)
+constexpr int kBlocksPerSm = 4;  // blocks to aim for when splitting K
+constexpr int64_t kMaxGridYZ = 65535;
+
+// Elements in one 16-byte load.
+template <typename T>
+__host__ __device__ constexpr int vec_of() {
+  return static_cast<int>(16 / sizeof(T));
+}
+
+// The problem as the kernels see it. P[s][k] = p[s * ps + k * pk]; Q[k][l] = q[k * qk + l * ql]; out[s][l] =
+// c[s * cs + l * cl], or, with splits > 1, partial[(split * S + s) * L + l] in the workspace.
+template <typename T, typename Acc>
+struct Args {
+  const T* p;
+  int64_t ps, pk;
+  const T* q;
+  int64_t qk, ql;
+  T* c;
+  int64_t cs, cl;
+  Acc* partial;  // nullptr: one split, results go straight to c
+  int S, L, K;
+  int kc;      // k per split (a multiple of kKAlign)
+  bool vec;    // Q's 16-byte loads allowed: aligned base and a pitch that keeps every vector aligned
+  bool p_vec;  // the same for P along k ("cols")
+};
+
+template <typename T, typename Acc>
+__device__ __forceinline__ void store_out(const Args<T, Acc>& a, int s, int l, Acc v) {
+  if (a.partial != nullptr) {
+    a.partial[(int64_t{blockIdx.y} * a.S + s) * a.L + l] = v;
+  } else {
+    a.c[s * a.cs + l * a.cl] = static_cast<T>(v);
+  }
+}
+
+// Loads kV elements of T (16 bytes) as Acc.
+template <typename T, typename Acc, int kV>
+__device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int v = 0; v < kV; ++v) dst[v] = static_cast<Acc>(e[v]);
+}
+
+// "rows": Q[k][l..] contiguous along l. Block: l tile of 32 * kVec columns (blockIdx.x), split blockIdx.y of k,
+// rows [blockIdx.z * kSB, + kSB) of S, kSB = SR * groups (groups = 2 when S > SR, else 1). Warp w: s group
+// w % groups (SR rows), k group w / groups (every kWarps / groups-th k of the split).
+template <typename T, typename Acc, int SR>
+__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T, Acc> a, int groups) {
+  constexpr int kV = vec_of<T>();
+  constexpr int kLTile = 32 * kV;
+  constexpr int kSBMax = 2 * SR;
+  __shared__ Acc ps[kSBMax][kPChunk];  // P's rows of this block, kPChunk k at a time
+  __shared__ Acc red[kSBMax][kLTile];  // the warps' sums
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int sb = SR * groups;
+  const int s0 = blockIdx.z * sb;
+  const int g = warp % groups, kg = warp / groups, k_groups = kWarps / groups;
+  const int l = blockIdx.x * kLTile + lane * kV;  // this thread's first column
+  const int k_begin = blockIdx.y * a.kc, k_end = min(a.K, k_begin + a.kc);
+  const bool full = a.vec && l + kV <= a.L;
+
+  Acc acc[SR][kV] = {};
+  for (int k0 = k_begin; k0 < k_end; k0 += kPChunk) {
+    const int chunk = min(kPChunk, k_end - k0);
+    __syncthreads();  // the previous chunk's readers are done
+    for (int i = threadIdx.x; i < sb * kPChunk; i += kThreads) {
+      const int r = i / kPChunk, k = i % kPChunk, s = s0 + r;
+      ps[r][k] = s < a.S && k < chunk ? static_cast<Acc>(a.p[s * a.ps + (k0 + k) * a.pk]) : Acc(0);
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int k = kg; k < chunk; k += k_groups) {
+      Acc q[kV];
+      const T* src = a.q + (k0 + k) * a.qk + int64_t{l} * a.ql;
+      if (full) {
+        load_vec<T, Acc, kV>(src, q);
+      } else {
+#pragma unroll
+        for (int v = 0; v < kV; ++v) q[v] = l + v < a.L ? static_cast<Acc>(src[v * a.ql]) : Acc(0);
+      }
+#pragma unroll
+      for (int r = 0; r < SR; ++r) {
+        const Acc pv = ps[g * SR + r][k];
+#pragma unroll
+        for (int v = 0; v < kV; ++v) acc[r][v] += pv * q[v];
+      }
+    }
+  }
+  // The k groups add up in shared memory, one after another (a fixed order: deterministic).
+  for (int turn = 0; turn < k_groups; ++turn) {
+    if (kg == turn) {
+#pragma unroll
+      for (int r = 0; r < SR; ++r)
+#pragma unroll
+        for (int v = 0; v < kV; ++v)
+          red[g * SR + r][lane * kV + v] = turn == 0 ? acc[r][v] : red[g * SR + r][lane * kV + v] + acc[r][v];
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < sb * kLTile; i += kThreads) {
+    const int r = i / kLTile, s = s0 + r, col = blockIdx.x * kLTile + i % kLTile;
+    if (s < a.S && col < a.L) store_out(a, s, col, red[r][i % kLTile]);
+  }
+}
+
+// "cols": Q[..][l] contiguous along k. Block: kWarps * kCols columns (blockIdx.x), split blockIdx.y of k, rows
+// [blockIdx.z * SR, + SR) of S. Warp w: columns w * kCols + j; lane: k = k_begin + lane * kV + i * 32 * kV.
+template <typename T, typename Acc, int SR>
+__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T, Acc> a) {
+  constexpr int kV = vec_of<T>();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int s0 = blockIdx.z * SR;
+  const int l0 = (blockIdx.x * kWarps + warp) * kCols;
+  const int k_begin = blockIdx.y * a.kc, k_end = min(a.K, k_begin + a.kc);
+
+  Acc acc[SR][kCols] = {};
+  for (int k = k_begin + lane * kV; k < k_end; k += 32 * kV) {
+    const bool whole = k + kV <= k_end;
+    Acc q[kCols][kV];
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int col = min(l0 + j, a.L - 1);  // past L: a duplicate of the last column, never stored
+      const T* src = a.q + int64_t{col} * a.ql + k * a.qk;
+      if (a.vec && whole) {
+        load_vec<T, Acc, kV>(src, q[j]);
+      } else {
+#pragma unroll
+        for (int v = 0; v < kV; ++v) q[j][v] = k + v < k_end ? static_cast<Acc>(src[v * a.qk]) : Acc(0);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < SR; ++r) {
+      const int s = min(s0 + r, a.S - 1);  // past S: a duplicate of the last row, never stored
+      Acc pv[kV];
+      const T* src = a.p + int64_t{s} * a.ps + k * a.pk;
+      if (a.p_vec && whole) {
+        load_vec<T, Acc, kV>(src, pv);
+      } else {
+#pragma unroll
+        for (int v = 0; v < kV; ++v) pv[v] = k + v < k_end ? static_cast<Acc>(src[v * a.pk]) : Acc(0);
+      }
+#pragma unroll
+      for (int j = 0; j < kCols; ++j)
+#pragma unroll
+        for (int v = 0; v < kV; ++v) acc[r][j] += pv[v] * q[j][v];
+    }
+  }
+  // Lanes add up (butterfly: every lane ends with every sum); lane (r * kCols + j) % 32 stores sum (r, j).
+#pragma unroll
+  for (int r = 0; r < SR; ++r) {
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      Acc v = acc[r][j];
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+      if (lane == (r * kCols + j) % 32 && s0 + r < a.S && l0 + j < a.L) store_out(a, s0 + r, l0 + j, v);
+    }
+  }
+}
+
+// out[s][l] = sum over splits of the partial sums, in split order, rounded to T.
+template <typename T, typename Acc>
+__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_reduce(Args<T, Acc> a, int splits) {
+  const int64_t n = int64_t{a.S} * a.L;
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
+    Acc sum = 0;
+    for (int split = 0; split < splits; ++split) sum += a.partial[split * n + i];
+    const int s = static_cast<int>(i / a.L), l = static_cast<int>(i % a.L);
+    a.c[s * a.cs + l * a.cl] = static_cast<T>(sum);
+  }
+}
+
+// Rows of S per thread ("rows") or per block ("cols"), by S.
+int rows_per_thread(int S, bool cols) {
+  if (S == 1) return 1;
+  if (S <= 4) return 4;
+  return cols ? 16 : 8;
+}
+
+template <typename T>
+void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const at::TensorOptions& options) {
+  using Acc = at::opmath_type<T>;
+  constexpr int kV = vec_of<T>();
+  const int S = args.S, L = args.L, K = args.K;
+  const int sr = rows_per_thread(S, cols);
+  const int groups = !cols && S > sr ? 2 : 1;
+  const int64_t l_tiles = ceil_div<int64_t>(L, cols ? kWarps * kCols : 32 * kV);
+  const int64_t s_blocks = ceil_div<int64_t>(S, sr * groups);
+  TORCH_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
+              " rows on the short side are too many");
+  // Split K until about kBlocksPerSm blocks per SM, each split a whole number of kKAlign.
+  const int64_t want = ceil_div<int64_t>(int64_t{sm_count(device)} * kBlocksPerSm, l_tiles * s_blocks);
+  const int64_t splits_max = std::min<int64_t>(ceil_div<int64_t>(K, kKAlign), kMaxGridYZ);
+  int64_t splits = std::clamp<int64_t>(want, 1, splits_max);
+  args.kc = static_cast<int>(ceil_div<int64_t>(ceil_div<int64_t>(K, splits), kKAlign) * kKAlign);
+  splits = ceil_div<int64_t>(K, args.kc);
+  at::Tensor partial;
+  if (splits > 1) {
+    partial = at::empty({splits, S, L}, options.dtype(c10::CppTypeToScalarType<Acc>::value));
+    args.partial = partial.mutable_data_ptr<Acc>();
+  }
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  const dim3 grid(static_cast<unsigned>(l_tiles), static_cast<unsigned>(splits), static_cast<unsigned>(s_blocks));
+  if (cols) {
+    if (sr == 1) matmul_kernel_14_skinny_cols<T, Acc, 1><<<grid, kThreads, 0, stream>>>(args);
+    if (sr == 4) matmul_kernel_14_skinny_cols<T, Acc, 4><<<grid, kThreads, 0, stream>>>(args);
+    if (sr == 16) matmul_kernel_14_skinny_cols<T, Acc, 16><<<grid, kThreads, 0, stream>>>(args);
+  } else {
+    if (sr == 1) matmul_kernel_14_skinny_rows<T, Acc, 1><<<grid, kThreads, 0, stream>>>(args, groups);
+    if (sr == 4) matmul_kernel_14_skinny_rows<T, Acc, 4><<<grid, kThreads, 0, stream>>>(args, groups);
+    if (sr == 8) matmul_kernel_14_skinny_rows<T, Acc, 8><<<grid, kThreads, 0, stream>>>(args, groups);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (splits > 1) {
+    const int64_t blocks =
+        std::min<int64_t>(ceil_div<int64_t>(int64_t{S} * L, kThreads), int64_t{sm_count(device)} * 8);
+    matmul_kernel_14_skinny_reduce<T, Acc>
+        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, static_cast<int>(splits));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+// A stride of a size-1 dimension is never used: call it 1, so that layouts are judged by the dimensions that
+// matter (a 1 x K row is "contiguous along k" whatever its row stride).
+int64_t stride_or_unit(const at::Tensor& t, int dim) {
+  return t.size(dim) == 1 ? 1 : t.stride(dim);
+}
+
+}  // namespace
+
+void launch_14_skinny(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  TORCH_CHECK(M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31),
+              "cuda_kernels.matmul: step 14_skinny takes M, N, K < 2^31, got ", M, " x ", N, " x ", K);
+  // Short side S, long side L; P (S x K) and Q (K x L) as views of a and b, C's (s, l) strides.
+  const bool m_short = M <= N;
+  at::Tensor p = m_short ? a : b.t();  // (S, K)
+  at::Tensor q = m_short ? b : a.t();  // (K, L)
+  int64_t qk = stride_or_unit(q, 0), ql = stride_or_unit(q, 1);
+  // Neither layout (e.g. a sliced or expanded view): copy Q row-major, the "rows" layout.
+  if (qk != 1 && ql != 1) {
+    q = q.contiguous();
+    qk = stride_or_unit(q, 0);
+    ql = 1;
+  }
+  const bool cols = qk == 1 && ql != 1;
+  const int device = c.get_device();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul", [&] {
+    constexpr int kV = vec_of<scalar_t>();
+    // 16-byte loads of Q: an aligned base, and the pitch between vectors a whole number of them.
+    const int64_t pitch = cols ? ql : qk;
+    const bool vec = is_aligned(q.const_data_ptr(), 16) && pitch % kV == 0;
+    // P's rows may come from any layout; contiguous along k ("cols" reads them along k) they are read 16 bytes
+    // at a time too.
+    const bool p_vec =
+        stride_or_unit(p, 1) == 1 && stride_or_unit(p, 0) % kV == 0 && is_aligned(p.const_data_ptr(), 16);
+    Args<scalar_t, at::opmath_type<scalar_t>> args{p.const_data_ptr<scalar_t>(),
+                                                   stride_or_unit(p, 0),
+                                                   stride_or_unit(p, 1),
+                                                   q.const_data_ptr<scalar_t>(),
+                                                   qk,
+                                                   ql,
+                                                   c.mutable_data_ptr<scalar_t>(),
+                                                   m_short ? N : 1,
+                                                   m_short ? 1 : N,
+                                                   nullptr,
+                                                   static_cast<int>(m_short ? M : N),
+                                                   static_cast<int>(m_short ? N : M),
+                                                   static_cast<int>(K),
+                                                   0,
+                                                   vec,
+                                                   p_vec};
+    launch_typed<scalar_t>(args, cols, device, c.options());
+  });
+}
+
+}  // namespace cuda_kernels::matmul_ladder
