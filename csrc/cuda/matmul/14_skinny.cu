@@ -35,10 +35,8 @@ namespace {
 
 constexpr int kThreads = 256;  // 8 warps a block
 constexpr int kWarps = kThreads / 32;
-constexpr int kPChunk = 128;     // k of P staged in shared memory at a time ("rows")
 constexpr int kCols = 4;         // Q columns per warp ("cols")
-constexpr int kKAlign = 256;     // a split covers a multiple of this many k (a multiple of 32 lanes x kVec)
-constexpr int kBlocksPerSm = 4;  // blocks to aim for when splitting K
+constexpr int kKAlignRows = 64;  // a split covers a multiple of this many k ("rows")
 constexpr int64_t kMaxGridYZ = 65535;
 
 // Elements in one 16-byte load.
@@ -59,7 +57,7 @@ struct Args {
   int64_t cs, cl;
   Acc* partial;  // nullptr: one split, results go straight to c
   int S, L, K;
-  int kc;      // k per split (a multiple of kKAlign)
+  int kc;      // k per split (a multiple of 32 lanes x kVec for "cols")
   bool vec;    // Q's 16-byte loads allowed: aligned base and a pitch that keeps every vector aligned
   bool p_vec;  // the same for P along k ("cols")
 };
@@ -84,13 +82,13 @@ __device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
 
 // "rows": Q[k][l..] contiguous along l. Block: l tile of 32 * kVec columns (blockIdx.x), split blockIdx.y of k,
 // rows [blockIdx.z * kSB, + kSB) of S, kSB = SR * groups (groups = 2 when S > SR, else 1). Warp w: s group
-// w % groups (SR rows), k group w / groups (every kWarps / groups-th k of the split).
+// w % groups (SR rows), k group w / groups (every kWarps / groups-th k of the split). P[s][k] is the same for
+// every lane of a warp: one broadcast load, from L1 after the first block (P is small).
 template <typename T, typename Acc, int SR>
 __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T, Acc> a, int groups) {
   constexpr int kV = vec_of<T>();
   constexpr int kLTile = 32 * kV;
   constexpr int kSBMax = 2 * SR;
-  __shared__ Acc ps[kSBMax][kPChunk];  // P's rows of this block, kPChunk k at a time
   __shared__ Acc red[kSBMax][kLTile];  // the warps' sums
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sb = SR * groups;
@@ -99,32 +97,26 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T,
   const int l = blockIdx.x * kLTile + lane * kV;  // this thread's first column
   const int k_begin = blockIdx.y * a.kc, k_end = min(a.K, k_begin + a.kc);
   const bool full = a.vec && l + kV <= a.L;
+  const T* p_rows[SR];  // this warp's rows of P (past S: the last row again, never stored)
+#pragma unroll
+  for (int r = 0; r < SR; ++r) p_rows[r] = a.p + int64_t{min(s0 + g * SR + r, a.S - 1)} * a.ps;
 
   Acc acc[SR][kV] = {};
-  for (int k0 = k_begin; k0 < k_end; k0 += kPChunk) {
-    const int chunk = min(kPChunk, k_end - k0);
-    __syncthreads();  // the previous chunk's readers are done
-    for (int i = threadIdx.x; i < sb * kPChunk; i += kThreads) {
-      const int r = i / kPChunk, k = i % kPChunk, s = s0 + r;
-      ps[r][k] = s < a.S && k < chunk ? static_cast<Acc>(a.p[s * a.ps + (k0 + k) * a.pk]) : Acc(0);
-    }
-    __syncthreads();
 #pragma unroll 4
-    for (int k = kg; k < chunk; k += k_groups) {
-      Acc q[kV];
-      const T* src = a.q + (k0 + k) * a.qk + int64_t{l} * a.ql;
-      if (full) {
-        load_vec<T, Acc, kV>(src, q);
-      } else {
+  for (int k = k_begin + kg; k < k_end; k += k_groups) {
+    Acc q[kV];
+    const T* src = a.q + k * a.qk + int64_t{l} * a.ql;
+    if (full) {
+      load_vec<T, Acc, kV>(src, q);
+    } else {
 #pragma unroll
-        for (int v = 0; v < kV; ++v) q[v] = l + v < a.L ? static_cast<Acc>(src[v * a.ql]) : Acc(0);
-      }
+      for (int v = 0; v < kV; ++v) q[v] = l + v < a.L ? static_cast<Acc>(src[v * a.ql]) : Acc(0);
+    }
 #pragma unroll
-      for (int r = 0; r < SR; ++r) {
-        const Acc pv = ps[g * SR + r][k];
+    for (int r = 0; r < SR; ++r) {
+      const Acc pv = static_cast<Acc>(p_rows[r][k * a.pk]);
 #pragma unroll
-        for (int v = 0; v < kV; ++v) acc[r][v] += pv * q[v];
-      }
+      for (int v = 0; v < kV; ++v) acc[r][v] += pv * q[v];
     }
   }
   // The k groups add up in shared memory, one after another (a fixed order: deterministic).
@@ -218,9 +210,31 @@ int rows_per_thread(int S, bool cols) {
   return cols ? 16 : 8;
 }
 
+// Blocks of `kernel` one SM holds at once (the occupancy calculator), read once per kernel (the GPUs of one process
+// are alike in practice).
+template <auto kernel>
+int occupancy() {
+  static const int blocks = [] {
+    int n = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0));
+    return std::max(n, 1);
+  }();
+  return blocks;
+}
+
 template <typename T>
 void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const at::TensorOptions& options) {
   using Acc = at::opmath_type<T>;
+  const auto blocks_per_sm = [cols](int sr) {
+    if (cols) {
+      if (sr == 1) return occupancy<matmul_kernel_14_skinny_cols<T, Acc, 1>>();
+      return sr == 4 ? occupancy<matmul_kernel_14_skinny_cols<T, Acc, 4>>()
+                     : occupancy<matmul_kernel_14_skinny_cols<T, Acc, 16>>();
+    }
+    if (sr == 1) return occupancy<matmul_kernel_14_skinny_rows<T, Acc, 1>>();
+    return sr == 4 ? occupancy<matmul_kernel_14_skinny_rows<T, Acc, 4>>()
+                   : occupancy<matmul_kernel_14_skinny_rows<T, Acc, 8>>();
+  };
   constexpr int kV = vec_of<T>();
   const int S = args.S, L = args.L, K = args.K;
   const int sr = rows_per_thread(S, cols);
@@ -229,11 +243,14 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   const int64_t s_blocks = ceil_div<int64_t>(S, sr * groups);
   TORCH_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
               " rows on the short side are too many");
-  // Split K until about kBlocksPerSm blocks per SM, each split a whole number of kKAlign.
-  const int64_t want = ceil_div<int64_t>(int64_t{sm_count(device)} * kBlocksPerSm, l_tiles * s_blocks);
-  const int64_t splits_max = std::min<int64_t>(ceil_div<int64_t>(K, kKAlign), kMaxGridYZ);
+  // Split K until the splits fill the GPU once (as many blocks as are resident at a time): memory-bound, so
+  // every SM needs loads in flight; each split a whole number of `align` k.
+  const int align = cols ? 32 * kV : kKAlignRows;
+  const int64_t resident = int64_t{sm_count(device)} * blocks_per_sm(sr);
+  const int64_t want = ceil_div<int64_t>(resident, l_tiles * s_blocks);
+  const int64_t splits_max = std::min<int64_t>(ceil_div<int64_t>(K, align), kMaxGridYZ);
   int64_t splits = std::clamp<int64_t>(want, 1, splits_max);
-  args.kc = static_cast<int>(ceil_div<int64_t>(ceil_div<int64_t>(K, splits), kKAlign) * kKAlign);
+  args.kc = static_cast<int>(ceil_div<int64_t>(ceil_div<int64_t>(K, splits), align) * align);
   splits = ceil_div<int64_t>(K, args.kc);
   at::Tensor partial;
   if (splits > 1) {
@@ -285,6 +302,16 @@ void launch_14_skinny(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
     ql = 1;
   }
   const bool cols = qk == 1 && ql != 1;
+  // "cols" reads P along k 16 bytes at a time: P (S x K, small) is copied row-major when it is not laid out so
+  // (e.g. P = B^T for row-major B).
+  const int64_t kV = 16 / a.element_size();
+  if (cols && (stride_or_unit(p, 1) != 1 || stride_or_unit(p, 0) % kV != 0 || !is_aligned(p.const_data_ptr(), 16))) {
+    p = p.contiguous();
+    if (p.size(0) > 1 && p.stride(0) % kV != 0) {  // K not a multiple of kV: pad the rows
+      const int64_t pitch = ceil_div<int64_t>(p.size(1), kV) * kV;
+      p = at::empty({p.size(0), pitch}, p.options()).narrow(1, 0, p.size(1)).copy_(p);
+    }
+  }
   const int device = c.get_device();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul", [&] {
     constexpr int kV = vec_of<scalar_t>();
