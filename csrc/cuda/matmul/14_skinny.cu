@@ -102,21 +102,40 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T,
   for (int r = 0; r < SR; ++r) p_rows[r] = a.p + int64_t{min(s0 + g * SR + r, a.S - 1)} * a.ps;
 
   Acc acc[SR][kV] = {};
-#pragma unroll 4
-  for (int k = k_begin + kg; k < k_end; k += k_groups) {
-    Acc q[kV];
-    const T* src = a.q + k * a.qk + int64_t{l} * a.ql;
-    if (full) {
-      load_vec<T, Acc, kV>(src, q);
-    } else {
+  if (full) {
+    // kU k steps loaded (Q's vectors and P's values) before any is used: loads in flight are what a memory-bound
+    // kernel runs on.
+    constexpr int kU = SR >= 8 ? 4 : 8;
+    for (int k0 = k_begin + kg; k0 < k_end; k0 += kU * k_groups) {
+      uint4 raw[kU];
+      Acc pv[kU][SR];
 #pragma unroll
-      for (int v = 0; v < kV; ++v) q[v] = l + v < a.L ? static_cast<Acc>(src[v * a.ql]) : Acc(0);
+      for (int u = 0; u < kU; ++u) {
+        const int k = k0 + u * k_groups;
+        const bool in = k < k_end;
+        raw[u] = in ? __ldg(reinterpret_cast<const uint4*>(a.q + k * a.qk + l)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int r = 0; r < SR; ++r) pv[u][r] = in ? static_cast<Acc>(p_rows[r][k * a.pk]) : Acc(0);
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const T* e = reinterpret_cast<const T*>(&raw[u]);
+#pragma unroll
+        for (int r = 0; r < SR; ++r)
+#pragma unroll
+          for (int v = 0; v < kV; ++v) acc[r][v] += pv[u][r] * static_cast<Acc>(e[v]);
+      }
     }
+  } else {
+    // Q's last columns, or a layout without 16-byte loads: element by element.
+    for (int k = k_begin + kg; k < k_end; k += k_groups) {
+      const T* src = a.q + k * a.qk + int64_t{l} * a.ql;
 #pragma unroll
-    for (int r = 0; r < SR; ++r) {
-      const Acc pv = static_cast<Acc>(p_rows[r][k * a.pk]);
+      for (int v = 0; v < kV; ++v) {
+        const Acc q = l + v < a.L ? static_cast<Acc>(src[v * a.ql]) : Acc(0);
 #pragma unroll
-      for (int v = 0; v < kV; ++v) acc[r][v] += pv * q[v];
+        for (int r = 0; r < SR; ++r) acc[r][v] += static_cast<Acc>(p_rows[r][k * a.pk]) * q;
+      }
     }
   }
   // The k groups add up in shared memory, one after another (a fixed order: deterministic).
@@ -305,7 +324,11 @@ void launch_14_skinny(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
   // "cols" reads P along k 16 bytes at a time: P (S x K, small) is copied row-major when it is not laid out so
   // (e.g. P = B^T for row-major B).
   const int64_t kV = 16 / a.element_size();
-  if (cols && (stride_or_unit(p, 1) != 1 || stride_or_unit(p, 0) % kV != 0 || !is_aligned(p.const_data_ptr(), 16))) {
+  // Rows of a matrix 16-byte aligned: an aligned base and a row pitch of whole vectors (any, for one row).
+  const auto rows_aligned = [kV](const at::Tensor& t) {
+    return is_aligned(t.const_data_ptr(), 16) && (t.size(0) == 1 || t.stride(0) % kV == 0);
+  };
+  if (cols && (stride_or_unit(p, 1) != 1 || !rows_aligned(p))) {
     p = p.contiguous();
     if (p.size(0) > 1 && p.stride(0) % kV != 0) {  // K not a multiple of kV: pad the rows
       const int64_t pitch = ceil_div<int64_t>(p.size(1), kV) * kV;
@@ -317,11 +340,11 @@ void launch_14_skinny(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
     constexpr int kV = vec_of<scalar_t>();
     // 16-byte loads of Q: an aligned base, and the pitch between vectors a whole number of them.
     const int64_t pitch = cols ? ql : qk;
-    const bool vec = is_aligned(q.const_data_ptr(), 16) && pitch % kV == 0;
+    const int64_t vectors = cols ? q.size(1) : q.size(0);  // Q's vectors run along its other dimension
+    const bool vec = is_aligned(q.const_data_ptr(), 16) && (vectors == 1 || pitch % kV == 0);
     // P's rows may come from any layout; contiguous along k ("cols" reads them along k) they are read 16 bytes
     // at a time too.
-    const bool p_vec =
-        stride_or_unit(p, 1) == 1 && stride_or_unit(p, 0) % kV == 0 && is_aligned(p.const_data_ptr(), 16);
+    const bool p_vec = stride_or_unit(p, 1) == 1 && rows_aligned(p);
     Args<scalar_t, at::opmath_type<scalar_t>> args{p.const_data_ptr<scalar_t>(),
                                                    stride_or_unit(p, 0),
                                                    stride_or_unit(p, 1),
