@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda/matmul/ladder.h"
 #include "cuda/utils.cuh"
@@ -229,31 +230,21 @@ int rows_per_thread(int S, bool cols) {
   return cols ? 16 : 8;
 }
 
-// Blocks of `kernel` one SM holds at once (the occupancy calculator), read once per kernel (the GPUs of one process
-// are alike in practice).
-template <auto kernel>
-int occupancy() {
-  static const int blocks = [] {
-    int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0));
-    return std::max(n, 1);
+// Blocks per SM the K splits aim at. More splits mean more loads in flight but more partial sums to add; the
+// tuning switch CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM (read once per process) overrides it.
+constexpr int kBlocksPerSm = 8;
+int blocks_per_sm_target() {
+  static const int target = [] {
+    const char* env = std::getenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM");
+    const int v = env != nullptr ? std::atoi(env) : 0;
+    return v > 0 ? v : kBlocksPerSm;
   }();
-  return blocks;
+  return target;
 }
 
 template <typename T>
 void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const at::TensorOptions& options) {
   using Acc = at::opmath_type<T>;
-  const auto blocks_per_sm = [cols](int sr) {
-    if (cols) {
-      if (sr == 1) return occupancy<matmul_kernel_14_skinny_cols<T, Acc, 1>>();
-      return sr == 4 ? occupancy<matmul_kernel_14_skinny_cols<T, Acc, 4>>()
-                     : occupancy<matmul_kernel_14_skinny_cols<T, Acc, 16>>();
-    }
-    if (sr == 1) return occupancy<matmul_kernel_14_skinny_rows<T, Acc, 1>>();
-    return sr == 4 ? occupancy<matmul_kernel_14_skinny_rows<T, Acc, 4>>()
-                   : occupancy<matmul_kernel_14_skinny_rows<T, Acc, 8>>();
-  };
   constexpr int kV = vec_of<T>();
   const int S = args.S, L = args.L, K = args.K;
   const int sr = rows_per_thread(S, cols);
@@ -262,10 +253,10 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   const int64_t s_blocks = ceil_div<int64_t>(S, sr * groups);
   TORCH_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
               " rows on the short side are too many");
-  // Split K until the splits fill the GPU once (as many blocks as are resident at a time): memory-bound, so
-  // every SM needs loads in flight; each split a whole number of `align` k.
+  // Split K until the GPU has about blocks_per_sm_target() blocks per SM (memory-bound: every SM needs loads in
+  // flight), each split a whole number of `align` k.
   const int align = cols ? 32 * kV : kKAlignRows;
-  const int64_t resident = int64_t{sm_count(device)} * blocks_per_sm(sr);
+  const int64_t resident = int64_t{sm_count(device)} * blocks_per_sm_target();
   const int64_t want = ceil_div<int64_t>(resident, l_tiles * s_blocks);
   const int64_t splits_max = std::min<int64_t>(ceil_div<int64_t>(K, align), kMaxGridYZ);
   int64_t splits = std::clamp<int64_t>(want, 1, splits_max);
