@@ -232,7 +232,7 @@ int rows_per_thread(int S, bool cols) {
 
 // Blocks per SM the K splits aim at. More splits mean more loads in flight but more partial sums to add; the
 // tuning switch CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM (read once per process) overrides it.
-constexpr int kBlocksPerSm = 8;
+constexpr int kBlocksPerSm = 4;
 int blocks_per_sm_target() {
   static const int target = [] {
     const char* env = std::getenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM");
