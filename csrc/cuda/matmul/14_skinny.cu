@@ -139,63 +139,82 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T,
       }
     }
   }
-  // The k groups add up in shared memory, one after another (a fixed order: deterministic).
+  // The k groups add up in shared memory, one after another (a fixed order: deterministic). Element (row, v) of
+  // lane `lane` sits at red[row][v * 32 + lane]: the 32 lanes store to 32 consecutive words (no bank conflicts).
   for (int turn = 0; turn < k_groups; ++turn) {
     if (kg == turn) {
 #pragma unroll
       for (int r = 0; r < SR; ++r)
 #pragma unroll
-        for (int v = 0; v < kV; ++v)
-          red[g * SR + r][lane * kV + v] = turn == 0 ? acc[r][v] : red[g * SR + r][lane * kV + v] + acc[r][v];
+        for (int v = 0; v < kV; ++v) {
+          Acc& slot = red[g * SR + r][v * 32 + lane];
+          slot = turn == 0 ? acc[r][v] : slot + acc[r][v];
+        }
     }
     __syncthreads();
   }
   for (int i = threadIdx.x; i < sb * kLTile; i += kThreads) {
-    const int r = i / kLTile, s = s0 + r, col = blockIdx.x * kLTile + i % kLTile;
+    const int r = i / kLTile, v = i % kLTile / 32, ln = i % 32;
+    const int s = s0 + r, col = blockIdx.x * kLTile + ln * kV + v;
     if (s < a.S && col < a.L) store_out(a, s, col, red[r][i % kLTile]);
   }
 }
 
 // "cols": Q[..][l] contiguous along k. Block: kWarps * kCols columns (blockIdx.x), split blockIdx.y of k, rows
-// [blockIdx.z * SR, + SR) of S. Warp w: columns w * kCols + j; lane: k = k_begin + lane * kV + i * 32 * kV.
+// [blockIdx.z * SR, + SR) of S. Warp w: columns w * kCols + j; lane: k = lane * kV + i * 32 * kV of each chunk.
+// The block's rows of P are staged in shared memory kPChunkBytes of each row at a time: every warp reads all of
+// them, and from L2 that traffic was several times Q's.
+constexpr int kPChunkBytes = 2048;
 template <typename T, typename Acc, int SR>
 __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T, Acc> a) {
   constexpr int kV = vec_of<T>();
+  constexpr int kChunk = kPChunkBytes / sizeof(T);  // k per chunk: a multiple of 32 lanes x kV
+  __shared__ __align__(16) T ps[SR][kChunk];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int s0 = blockIdx.z * SR;
   const int l0 = (blockIdx.x * kWarps + warp) * kCols;
   const int k_begin = blockIdx.y * a.kc, k_end = min(a.K, k_begin + a.kc);
 
   Acc acc[SR][kCols] = {};
-  for (int k = k_begin + lane * kV; k < k_end; k += 32 * kV) {
-    const bool whole = k + kV <= k_end;
-    Acc q[kCols][kV];
-#pragma unroll
-    for (int j = 0; j < kCols; ++j) {
-      const int col = min(l0 + j, a.L - 1);  // past L: a duplicate of the last column, never stored
-      const T* src = a.q + int64_t{col} * a.ql + k * a.qk;
-      if (a.vec && whole) {
-        load_vec<T, Acc, kV>(src, q[j]);
-      } else {
-#pragma unroll
-        for (int v = 0; v < kV; ++v) q[j][v] = k + v < k_end ? static_cast<Acc>(src[v * a.qk]) : Acc(0);
+  for (int c0 = k_begin; c0 < k_end; c0 += kChunk) {
+    const int chunk = min(kChunk, k_end - c0);
+    __syncthreads();  // the previous chunk's readers are done
+    if (a.p_vec && chunk == kChunk) {
+      for (int i = threadIdx.x; i < SR * kChunk / kV; i += kThreads) {
+        const int r = i / (kChunk / kV), k = i % (kChunk / kV) * kV, s = min(s0 + r, a.S - 1);
+        *reinterpret_cast<uint4*>(&ps[r][k]) = *reinterpret_cast<const uint4*>(a.p + int64_t{s} * a.ps + c0 + k);
+      }
+    } else {
+      for (int i = threadIdx.x; i < SR * kChunk; i += kThreads) {
+        const int r = i / kChunk, k = i % kChunk, s = min(s0 + r, a.S - 1);
+        ps[r][k] = k < chunk ? a.p[int64_t{s} * a.ps + (c0 + k) * a.pk] : T(0);
       }
     }
+    __syncthreads();
+    for (int kk = lane * kV; kk < chunk; kk += 32 * kV) {
+      const int k = c0 + kk;
+      const bool whole = kk + kV <= chunk;
+      Acc q[kCols][kV];
 #pragma unroll
-    for (int r = 0; r < SR; ++r) {
-      const int s = min(s0 + r, a.S - 1);  // past S: a duplicate of the last row, never stored
-      Acc pv[kV];
-      const T* src = a.p + int64_t{s} * a.ps + k * a.pk;
-      if (a.p_vec && whole) {
-        load_vec<T, Acc, kV>(src, pv);
-      } else {
+      for (int j = 0; j < kCols; ++j) {
+        const int col = min(l0 + j, a.L - 1);  // past L: a duplicate of the last column, never stored
+        const T* src = a.q + int64_t{col} * a.ql + k * a.qk;
+        if (a.vec && whole) {
+          load_vec<T, Acc, kV>(src, q[j]);
+        } else {
 #pragma unroll
-        for (int v = 0; v < kV; ++v) pv[v] = k + v < k_end ? static_cast<Acc>(src[v * a.pk]) : Acc(0);
+          for (int v = 0; v < kV; ++v) q[j][v] = kk + v < chunk ? static_cast<Acc>(src[v * a.qk]) : Acc(0);
+        }
       }
 #pragma unroll
-      for (int j = 0; j < kCols; ++j)
+      for (int r = 0; r < SR; ++r) {
+        Acc pv[kV];
+        load_vec<T, Acc, kV>(&ps[r][kk], pv);  // past the chunk: zeros (only whole vectors are read)
 #pragma unroll
-        for (int v = 0; v < kV; ++v) acc[r][j] += pv[v] * q[j][v];
+        for (int j = 0; j < kCols; ++j)
+#pragma unroll
+          for (int v = 0; v < kV; ++v) acc[r][j] += pv[v] * q[j][v];
+      }
     }
   }
   // Lanes add up (butterfly: every lane ends with every sum); lane (r * kCols + j) % 32 stores sum (r, j).
