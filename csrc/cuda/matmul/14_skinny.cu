@@ -37,6 +37,7 @@ namespace {
 constexpr int kThreads = 256;  // 8 warps a block
 constexpr int kWarps = kThreads / 32;
 constexpr int kCols = 4;         // Q columns per warp ("cols")
+constexpr int kMaxGroups = 4;    // s groups of a "rows" block (its warps split S and K)
 constexpr int kKAlignRows = 64;  // a split covers a multiple of this many k ("rows")
 constexpr int64_t kMaxGridYZ = 65535;
 
@@ -82,14 +83,14 @@ __device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
 }
 
 // "rows": Q[k][l..] contiguous along l. Block: l tile of 32 * kVec columns (blockIdx.x), split blockIdx.y of k,
-// rows [blockIdx.z * kSB, + kSB) of S, kSB = SR * groups (groups = 2 when S > SR, else 1). Warp w: s group
+// rows [blockIdx.z * kSB, + kSB) of S, kSB = SR * groups (groups: 1, 2 or 4 by S). Warp w: s group
 // w % groups (SR rows), k group w / groups (every kWarps / groups-th k of the split). P[s][k] is the same for
 // every lane of a warp: one broadcast load, from L1 after the first block (P is small).
 template <typename T, typename Acc, int SR>
 __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T, Acc> a, int groups) {
   constexpr int kV = vec_of<T>();
   constexpr int kLTile = 32 * kV;
-  constexpr int kSBMax = 2 * SR;
+  constexpr int kSBMax = kMaxGroups * SR;
   __shared__ Acc red[kSBMax][kLTile];  // the warps' sums
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sb = SR * groups;
@@ -242,10 +243,12 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_reduce(Args<
   }
 }
 
-// Rows of S per thread ("rows") or per block ("cols"), by S.
-int rows_per_thread(int S, bool cols) {
+// Rows of S per thread ("rows") or per block ("cols"), by S. For 16 rows "rows" gives each thread 8 (4 for 16-bit
+// types, whose threads hold twice the columns: 8 x 8 accumulators left one block per SM, too few loads in flight)
+// and splits the rest over warps.
+int rows_per_thread(int S, bool cols, int element_size) {
   if (S == 1) return 1;
-  if (S <= 4) return 4;
+  if (S <= 4 || (!cols && element_size == 2)) return 4;
   return cols ? 16 : 8;
 }
 
@@ -266,8 +269,10 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   using Acc = at::opmath_type<T>;
   constexpr int kV = vec_of<T>();
   const int S = args.S, L = args.L, K = args.K;
-  const int sr = rows_per_thread(S, cols);
-  const int groups = !cols && S > sr ? 2 : 1;
+  const int sr = rows_per_thread(S, cols, sizeof(T));
+  // "rows": the warps split S too (s groups of sr rows) when S > sr: 1, 2 or 4 groups (divisors of kWarps).
+  int groups = 1;
+  while (!cols && groups < kMaxGroups && groups * sr < S) groups *= 2;
   const int64_t l_tiles = ceil_div<int64_t>(L, cols ? kWarps * kCols : 32 * kV);
   const int64_t s_blocks = ceil_div<int64_t>(S, sr * groups);
   TORCH_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
