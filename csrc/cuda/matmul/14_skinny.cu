@@ -8,11 +8,11 @@
 //  - M > N: C^T = B^T A^T, so S = N, P = B^T, Q = A^T, and C is written transposed (C[l][s]).
 // Q's layout picks the kernel (no copy of Q for row-major or transposed inputs):
 //  - "rows" (Q's rows contiguous along l: B row-major, or A a transposed view): a thread owns kVec consecutive l
-//    and walks k, multiplying Q[k][l..l+kVec) by P[s][k] for its s rows, with P's slab staged in shared memory
-//    (read as a broadcast). A block's 8 warps split k (and s, for S > SR), then add up in shared memory.
+//    and walks k, multiplying Q[k][l..l+kVec) by P[s][k] for its s rows (a broadcast load: the same for the
+//    whole warp). A block's 8 warps split k (and s, for S > SR), then add up in shared memory.
 //  - "cols" (Q's columns contiguous along k: A row-major, or B a transposed weight as in x @ w.t()): a warp owns
-//    kCols columns l, its lanes walk k kVec at a time and multiply by P[s][k..k+kVec) (P is small: L1/L2 hits);
-//    the lanes add up with shuffles.
+//    kCols columns l, its lanes walk k kVec at a time and multiply by P[s][k..k+kVec) (the block's rows of P
+//    staged in shared memory); the lanes add up with shuffles.
 // Both split K over blocks (grid.y) until the GPU has about kBlocksPerSm blocks per SM; the splits' partial sums
 // (fp32, fp64 for fp64) go to a workspace and matmul_kernel_14_skinny_reduce adds them in a fixed order
 // (deterministic) and rounds to the output dtype. Forced (variant=14) on any other shape it still computes the
