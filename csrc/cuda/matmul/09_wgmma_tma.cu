@@ -95,13 +95,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
   const uint32_t a_ring = ring, b_ring = ring + S * T::kABytes;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) {
-      hopper::mbar_init(hopper::smem_u32(&full_bar[s]), 1);
-      hopper::mbar_init(hopper::smem_u32(&empty_bar[s]), kConsumers);
-    }
-    hopper::mbar_fence_init();
-  }
+  hopper::init_ring(full_bar, empty_bar, S, kConsumers);
   __syncthreads();
 
   const int m_tiles = (M + kBM - 1) / kBM, n_tiles = (N + BN - 1) / BN;
@@ -234,17 +228,10 @@ template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
                          cudaStream_t stream) {
   using T = Tile<BN>;
-  auto* kernel = &matmul_kernel_09_wgmma_tma<BN, kBf16, kAMN, kBKMaj>;
-  constexpr int kMaxDevices = 64;
-  static std::atomic<bool> configured[kMaxDevices] = {};
+  constexpr auto* kernel = &matmul_kernel_09_wgmma_tma<BN, kBf16, kAMN, kBKMaj>;
   int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  cudaError_t err = hopper::opt_in_smem<kernel>(T::kSmemBytes, device);
   if (err != cudaSuccess) return err;
-  if (device >= kMaxDevices || !configured[device].load(std::memory_order_relaxed)) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmemBytes));
-    if (err != cudaSuccess) return err;
-    if (device < kMaxDevices) configured[device].store(true, std::memory_order_relaxed);
-  }
   CUtensorMap map_a, map_b;
   const bool ok_a = kAMN ? hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, M, K, a.ld, kSwizzleCols, kBK)
                          : hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, K, M, a.ld, kSwizzleCols, kBM);

@@ -84,13 +84,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
   const uint32_t a_ring = ring, b_ring = ring + S * T::kABytes;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) {
-      hopper::mbar_init(hopper::smem_u32(&full_bar[s]), 1);
-      hopper::mbar_init(hopper::smem_u32(&empty_bar[s]), kConsumers * kClusterM);
-    }
-    hopper::mbar_fence_init();
-  }
+  hopper::init_ring(full_bar, empty_bar, S, kConsumers * kClusterM);
   hopper::cluster_sync();  // the peer's multicast and arrivals may target our barriers from now on
 
   const uint32_t rank = hopper::cluster_rank();
@@ -248,17 +242,10 @@ template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
                          cudaStream_t stream) {
   using T = Tile<BN>;
-  auto* kernel = &matmul_kernel_10_cluster_multicast<BN, kBf16, kAMN, kBKMaj>;
-  constexpr int kMaxDevices = 64;
-  static std::atomic<bool> configured[kMaxDevices] = {};
+  constexpr auto* kernel = &matmul_kernel_10_cluster_multicast<BN, kBf16, kAMN, kBKMaj>;
   int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  cudaError_t err = hopper::opt_in_smem<kernel>(T::kSmemBytes, device);
   if (err != cudaSuccess) return err;
-  if (device >= kMaxDevices || !configured[device].load(std::memory_order_relaxed)) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmemBytes));
-    if (err != cudaSuccess) return err;
-    if (device < kMaxDevices) configured[device].store(true, std::memory_order_relaxed);
-  }
   CUtensorMap map_a, map_b;
   const bool ok_a = kAMN ? hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, M, K, a.ld, kSwizzleCols, kBK)
                          : hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, K, M, a.ld, kSwizzleCols, kBM);
@@ -267,8 +254,8 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
                         : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
   // Clusters the GPU holds at once (SMs pair up within GPCs only), read once per device.
-  static std::atomic<int> max_clusters[kMaxDevices] = {};
-  int fit = device < kMaxDevices ? max_clusters[device].load(std::memory_order_relaxed) : 0;
+  static std::atomic<int> max_clusters[hopper::kMaxDevices] = {};
+  int fit = device < hopper::kMaxDevices ? max_clusters[device].load(std::memory_order_relaxed) : 0;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -285,7 +272,7 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
     err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
     if (err != cudaSuccess) return err;
     if (fit < 1) return cudaErrorInvalidConfiguration;
-    if (device < kMaxDevices) max_clusters[device].store(fit, std::memory_order_relaxed);
+    if (device < hopper::kMaxDevices) max_clusters[device].store(fit, std::memory_order_relaxed);
   }
   const int64_t super_tiles = int64_t{(M + kClusterM * kBM - 1) / (kClusterM * kBM)} * ((N + BN - 1) / BN);
   const int64_t clusters = std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / kClusterM}});

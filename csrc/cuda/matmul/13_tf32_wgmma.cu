@@ -216,13 +216,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t x_ring = ring, y_ring = ring + S * T::kXBytes;
   const unsigned char* x_ring_ptr = smem_raw + (ring - raw);
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) {
-      hopper::mbar_init(hopper::smem_u32(&full_bar[s]), 1);
-      hopper::mbar_init(hopper::smem_u32(&empty_bar[s]), kConsumers);
-    }
-    hopper::mbar_fence_init();
-  }
+  hopper::init_ring(full_bar, empty_bar, S, kConsumers);
   __syncthreads();
 
   const int x_tiles = (xs + kXRows - 1) / kXRows, y_tiles = (ys + YN - 1) / YN;
@@ -377,17 +371,10 @@ template <int YN, bool kXMN, bool kTransposeOut>
 cudaError_t launch_typed(int xs, int ys, int K, const hopper::Operand& x, const RoundY& ry, float* c, int ldc, int sms,
                          int group, cudaStream_t stream) {
   using T = Tile<YN>;
-  auto* kernel = &matmul_kernel_13_tf32_wgmma<YN, kXMN, kTransposeOut>;
-  constexpr int kMaxDevices = 64;
-  static std::atomic<bool> configured[kMaxDevices] = {};
+  constexpr auto* kernel = &matmul_kernel_13_tf32_wgmma<YN, kXMN, kTransposeOut>;
   int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  cudaError_t err = hopper::opt_in_smem<kernel>(T::kSmemBytes, device);
   if (err != cudaSuccess) return err;
-  if (device >= kMaxDevices || !configured[device].load(std::memory_order_relaxed)) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmemBytes));
-    if (err != cudaSuccess) return err;
-    if (device < kMaxDevices) configured[device].store(true, std::memory_order_relaxed);
-  }
   CUtensorMap map_x, map_y;
   constexpr bool kFp32 = true;
   const bool ok_x = kXMN ? hopper::encode_tensor_map_2d(&map_x, false, x.ptr, xs, K, x.ld, kRowFloats, kBK, kFp32)

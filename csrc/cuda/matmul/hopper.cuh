@@ -15,6 +15,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace cuda_kernels::hopper {
@@ -39,6 +40,19 @@ __device__ __forceinline__ void mbar_fence_init() {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
+}
+
+// Thread 0 initializes a ring of `stages` full/empty barrier pairs: a full barrier completes on the producer's one
+// arrival (and TMA's bytes), an empty one on `empty_arrivals` consumer arrivals. The caller then syncs the block, or
+// the cluster when peer blocks arrive on these barriers, before their first use.
+__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, int stages, uint32_t empty_arrivals) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(smem_u32(&full[s]), 1);
+      mbar_init(smem_u32(&empty[s]), empty_arrivals);
+    }
+    mbar_fence_init();
+  }
 }
 
 // Arrives once and adds `bytes` to the transaction count the current phase waits for (TMA completes them).
@@ -552,6 +566,23 @@ inline bool encode_tensor_map_2d(CUtensorMap* map, bool bf16, const void* base, 
       encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return res == CUDA_SUCCESS;
+}
+
+constexpr int kMaxDevices = 64;  // devices whose per-device launch settings are cached (more: set every launch)
+
+// Raises kKernel's dynamic shared-memory limit to `bytes` (the opt-in beyond 48 KB) once per device, and gives the
+// current device: cudaFuncSetAttribute is not free, and every launch would otherwise pay it.
+template <auto kKernel>
+cudaError_t opt_in_smem(size_t bytes, int& device) {
+  static std::atomic<bool> configured[kMaxDevices] = {};
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device >= kMaxDevices || !configured[device].load(std::memory_order_relaxed)) {
+    err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    if (err != cudaSuccess) return err;
+    if (device < kMaxDevices) configured[device].store(true, std::memory_order_relaxed);
+  }
+  return cudaSuccess;
 }
 
 }  // namespace cuda_kernels::hopper
