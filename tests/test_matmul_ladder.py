@@ -275,6 +275,36 @@ def test_default_step_skinny(dtype, mnk):
     assert_step_close(out, a, b, 0)
 
 
+def _skinny_kernels(a: torch.Tensor, b: torch.Tensor) -> set[str]:
+    """Names of the step-14 kernels that one forced call of the skinny step runs (the result is checked too)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    (skinny,) = SKINNY_STEPS
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = cuda_kernels.matmul(a, b, variant=skinny)
+        torch.cuda.synchronize()
+    assert_step_close(out, a, b, skinny)
+    return {
+        re.search(r"matmul_kernel_14_skinny_[a-z]+", e.name).group() for e in prof.events() if "_14_skinny" in e.name
+    }
+
+
+@requires_cuda
+@pytest.mark.gpu
+def test_skinny_blocks_per_sm_switch(monkeypatch):
+    """CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM sets how far step 14 splits K: 1 block per SM leaves a 1 x 65536 x 512
+    product (512 column tiles) unsplit, so no reduction kernel runs; 64 splits it. A bad value is a clear error."""
+    a = rand(1, 512, device="cuda", seed=_seed("bps", "a"))
+    b = rand(512, 65536, device="cuda", seed=_seed("bps", "b"))
+    monkeypatch.setenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", "1")
+    assert _skinny_kernels(a, b) == {"matmul_kernel_14_skinny_rows"}
+    monkeypatch.setenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", "64")
+    assert _skinny_kernels(a, b) == {"matmul_kernel_14_skinny_rows", "matmul_kernel_14_skinny_reduce"}
+    monkeypatch.setenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", "zero")
+    with pytest.raises(RuntimeError, match=rf"{OP}: CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM=zero is not a positive"):
+        cuda_kernels.matmul(a, b, variant=min(SKINNY_STEPS))
+
+
 @requires_cuda
 @pytest.mark.gpu
 def test_tf32_step_needs_tf32_allowed():

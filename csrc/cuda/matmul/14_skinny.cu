@@ -253,15 +253,15 @@ int rows_per_thread(int S, bool cols, int element_size) {
 }
 
 // Blocks per SM the K splits aim at. More splits mean more loads in flight but more partial sums to add; the
-// tuning switch CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM (read once per process) overrides it.
+// tuning switch CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM (read at every call, like step 6's switches) overrides it.
 constexpr int kBlocksPerSm = 4;
 int blocks_per_sm_target() {
-  static const int target = [] {
-    const char* env = std::getenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM");
-    const int v = env != nullptr ? std::atoi(env) : 0;
-    return v > 0 ? v : kBlocksPerSm;
-  }();
-  return target;
+  const char* env = std::getenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM");
+  if (env == nullptr || env[0] == '\0') return kBlocksPerSm;
+  const int v = std::atoi(env);
+  TORCH_CHECK(v > 0, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM=", env,
+              " is not a positive number of blocks");
+  return v;
 }
 
 template <typename T>
