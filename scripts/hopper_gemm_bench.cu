@@ -330,8 +330,74 @@ static void bench3(bool bf16, int M, int N, int K, const std::vector<std::pair<s
   cudaFree(b.p);
 }
 
+// Median of per-call times with a 2 x L2 buffer zeroed before every call (as benchmark.py times): what a small
+// problem costs when its operands come from DRAM and its launch cannot overlap the previous call.
+static float time_cold_ms(const std::function<void()>& f, int calls) {
+  static void* flush = nullptr;
+  static size_t flush_bytes = 0;
+  if (!flush) {
+    int l2 = 0;
+    CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    flush_bytes = 2 * static_cast<size_t>(l2);
+    CK(cudaMalloc(&flush, flush_bytes));
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> t;
+  for (int i = 0; i < calls + 3; ++i) {
+    cudaMemsetAsync(flush, 0, flush_bytes);
+    cudaEventRecord(e0);
+    f();
+    cudaEventRecord(e1);
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i >= 3) t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Small problems: step 12 and narrower-ring configurations against cuBLAS, cold L2 per call, two rounds.
+static void bench_small(bool bf16, int M, int N, int K, const std::vector<std::pair<std::string, Launcher>>& ls) {
+  Mat a = make_a(M, K, false, 0, bf16, 7), b = make_b(K, N, true, 0, bf16, 8);
+  Operand oa{a.p, a.ld, a.mn}, ob{b.p, b.ld, b.mn};
+  uint16_t* c;
+  CK(cudaMalloc(&c, (size_t)M * N * 2));
+  for (int round = 0; round < 2; ++round) {
+    const float tc = time_cold_ms([&] { cublas_mm(bf16, M, N, K, a, b, c, false); }, 200);
+    printf("%s %5dx%5dx%5d cuBLAS %6.2f us", bf16 ? "bf16" : "fp16", M, N, K, tc * 1e3);
+    for (const auto& l : ls) {
+      const float t = time_cold_ms([&] { CK(l.second(bf16, M, N, K, oa, ob, c)); }, 200);
+      printf(" | %s %6.2f us (%.3fx)", l.first.c_str(), t * 1e3, tc / t);
+    }
+    printf("\n");
+    fflush(stdout);
+  }
+  cudaFree(c);
+  cudaFree(a.p);
+  cudaFree(b.p);
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "all";
+  if (mode == "small") {
+    CB(cublasCreate(&g_handle));
+    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+    g_ws.bytes = w12::workspace_bytes(g_sms);
+    CK(cudaMalloc(&g_ws.ptr, g_ws.bytes));
+    using N8 = w12::Narrow;
+    using N4 = w12::Config<64, 1, 4, 64>;
+    using N2 = w12::Config<64, 1, 2, 64>;
+    using M2 = w12::Config<128, 1, 2, 128>;
+    for (int sz : {256, 512, 1024})
+      bench_small(true, sz, sz, sz,
+                  {{"s12", step_launcher(12)}, {"N8", cfg_launcher<N8>(0, 0, 0)},
+                   {"N4", cfg_launcher<N4>(0, 0, 0)}, {"N2", cfg_launcher<N2>(0, 0, 0)},
+                   {"M2", cfg_launcher<M2>(0, 0, 0)}});
+    return 0;
+  }
   if (mode == "explore") {
     CB(cublasCreate(&g_handle));
     CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));

@@ -444,6 +444,11 @@ const Fp32Config kFp32Configs[] = {
     fp32_config<Config<64, 128, 16, 32, 64, 8, 8, 3, 4>>("64x128x16_w32x64_t8x8_s3_b4"),
     fp32_config<Config<32, 128, 16, 32, 32, 8, 4, 4, 4>>("32x128x16_w32x32_t8x4_s4_b4"),
     fp32_config<Config<256, 128, 8, 64, 64, 16, 8, 3, 1>>("256x128x8_w64x64_t16x8_s3_b1"),
+    fp32_config<Config<64, 64, 16, 32, 32, 4, 8, 3, 4>>("64x64x16_w32x32_t4x8_s3_b4"),
+    fp32_config<Config<64, 64, 32, 32, 32, 4, 8, 3, 4>>("64x64x32_w32x32_t4x8_s3_b4"),
+    fp32_config<Config<32, 64, 16, 16, 32, 4, 4, 3, 4>>("32x64x16_w16x32_t4x4_s3_b4"),
+    fp32_config<Config<32, 32, 16, 16, 32, 4, 4, 3, 8>>("32x32x16_w16x32_t4x4_s3_b8"),
+    fp32_config<Config<64, 32, 16, 32, 32, 8, 4, 3, 8>>("64x32x16_w32x32_t8x4_s3_b8"),
 #endif
 };
 // Preference lists, best first; each ends with a configuration that fits kNoOptInSmem.
