@@ -24,13 +24,17 @@ LIMIT_ENV = "CUDA_KERNELS_SMEM_LIMIT_BYTES"
 CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
 
 # The launcher's float32 configurations, by the names CUDA_KERNELS_MATMUL_06_CONFIG takes, in its order of
-# preference (06_async_pipeline.cu: kGeneralPreference for M > 16, kSkinnyPreference for M <= 16).
+# preference (06_async_pipeline.cu: kSkinnyPreference for M <= 16, kSmallProblemPreference when 128 x 128 tiles
+# would cover fewer than a quarter of the SMs, else kGeneralPreference).
 BIG = "128x128x32_w32x64_t8x8_s3_b2"
 MID = "128x128x16_w32x64_t8x8_s3_b1"
 SMALL = "128x128x16_w32x64_t8x8_s2_b2"
 SKINNY = "16x128x16_w16x32_t4x4_s4_b4"
+SMALL_PROBLEM = "32x64x16_w16x32_t4x4_s3_b4"
 GENERAL_PREFERENCE = [BIG, MID, SMALL]
 SKINNY_PREFERENCE = [SKINNY]
+SMALL_PROBLEM_PREFERENCE = [SMALL_PROBLEM]
+SMALL_PROBLEM_DIVISOR = 4  # kSmallProblemDivisor
 A_PAD = 4  # kAPad: words of padding per transposed-A row in shared memory
 KIB = 1024
 # On a GPU that allows at least 99 KiB (sm_80 and later), these caps pick (the sm_75, sm_70 and sm_86 choices):
@@ -61,8 +65,9 @@ def expected_choice(preference: list[str], limit: int) -> str:
 
 def test_names_and_sizes():
     """The table above agrees with the kernel's sizes (no GPU needed, but kept beside the GPU tests)."""
-    assert [smem_bytes(n) for n in (BIG, MID, SMALL, SKINNY)] == [99840, 49920, 33280, 37888]
-    assert smem_bytes(SMALL) <= 48 * KIB and smem_bytes(SKINNY) <= 48 * KIB  # fit any device without opt-in
+    assert [smem_bytes(n) for n in (BIG, MID, SMALL, SKINNY, SMALL_PROBLEM)] == [99840, 49920, 33280, 37888, 19200]
+    for name in (SMALL, SKINNY, SMALL_PROBLEM):
+        assert smem_bytes(name) <= 48 * KIB  # fits any device without opt-in
     for cap, name in CAPPED_CHOICE.items():
         assert expected_choice(GENERAL_PREFERENCE, cap) == name
     kernel = (
@@ -121,12 +126,14 @@ if forced:
 print("REPORT " + json.dumps(report))
 """
 # (M, N, K, dtype, variant). float32 on the default path (variant 0, which is step 6 for float32 outputs with
-# M and N > 16): whole tiles; tails and split K. M <= 16 with step 6 forced (variant 0 takes step 14 there): its
+# M and N > 16): small problems (32 x 64 tiles: whole tiles; tails and split K) and a larger one (the general
+# preference, tails). M <= 16 with step 6 forced (variant 0 takes step 14 there): its
 # skinny tiles. Step 6 forced for float16 and float64: its scalar configuration (16.5 / 33 KiB), which must run
 # under every cap without the opt-in.
 SHAPES = [
     (512, 512, 512, "float32", 0),
     (257, 132, 1000, "float32", 0),
+    (1100, 600, 300, "float32", 0),
     (8, 256, 2048, "float32", 6),
     (100, 72, 90, "float16", 6),
     (100, 72, 90, "float64", 6),
@@ -157,6 +164,8 @@ def optin_limit() -> int:
 def test_default_matmul_fits_the_shared_memory_limit(cap):
     limit = min(cap, optin_limit()) if cap else optin_limit()
     general, skinny = expected_choice(GENERAL_PREFERENCE, limit), expected_choice(SKINNY_PREFERENCE, limit)
+    small_problem = expected_choice(SMALL_PROBLEM_PREFERENCE, limit)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     if optin_limit() >= 99 * KIB:  # every GPU from sm_80 on: the caps are the binding limit
         assert general == (CAPPED_CHOICE[cap] if cap else BIG)
     # Forcing BigConfig is refused with a clear error where it does not fit, and runs where it does.
@@ -167,7 +176,8 @@ def test_default_matmul_fits_the_shared_memory_limit(cap):
         assert run["bad"] == 0, run
         if run["dtype"] != "torch.float32":
             continue  # the scalar configuration: one kernel, fits without the opt-in
-        want = skinny if m <= 16 else general
+        big_tiles = -(-m // 128) * -(-n // 128)
+        want = skinny if m <= 16 else (small_problem if big_tiles * SMALL_PROBLEM_DIVISOR < sms else general)
         ran = {config_name(kernel) for kernel in run["kernels"]} - {None}
         assert ran == {want}, f"limit {limit}: {m}x{n}x{k} ran {sorted(run['kernels'])}, expected {want}"
     if smem_bytes(BIG) <= limit:

@@ -17,7 +17,9 @@
 //  - Blocks walk the output in groups of kGroupM row tiles (column by column inside a group), so the blocks
 //    running at the same time share rows of A and columns of B in L2.
 //  - Too few tiles to fill the GPU (small M or N, e.g. 1024^3, or M = 1): K is split over several blocks that
-//    write partial products, summed by a second kernel (float32). M <= 16 uses 16-row tiles.
+//    write partial products, summed by a second kernel (float32). M <= 16 uses 16-row tiles. Small problems
+//    (fewer 128 x 128 tiles than a quarter of the SMs: 512^3 has 16) use 32 x 64 tiles, K split too: a 256^3
+//    product is 4 big tiles, so 4 busy SMs, and splitting K alone leaves each of them a long chain of slabs.
 // float16/bfloat16 are converted to float on the way into shared memory, so they use plain loads and stores
 // instead of cp.async (correct, not tuned); float64 uses 8-byte cp.async. Both run a small tile configuration.
 //
@@ -406,12 +408,17 @@ using MidConfig = Config<128, 128, 16, 32, 64, 8, 8, 3, 1>;
 using SmallConfig = Config<128, 128, 16, 32, 64, 8, 8, 2, 2>;
 using SkinnyConfig = Config<16, 128, 16, 16, 32, 4, 4, 4, 4>;
 constexpr int64_t kSkinnyMaxM = 16;
+using SmallProblemConfig = Config<32, 64, 16, 16, 32, 4, 4, 3, 4>;
+// Small tiles when the big ones would occupy fewer than 1 / kSmallProblemDivisor of the SMs (1024^3's 64 tiles on
+// 132 SMs measured faster with big tiles and K split in two).
+constexpr int64_t kSmallProblemDivisor = 4;
 // float16 / bfloat16 / float64, and float32 that cannot use 16-byte copies of B.
 using ScalarConfig = Config<64, 64, 16, 32, 32, 4, 8, 2, 1>;
 
 // Dynamic shared memory (bytes) any device gives a block without opting in: the last resort of every preference list.
 constexpr size_t kNoOptInSmem = 48 * 1024;
-static_assert(SmallConfig::smem_bytes<float>() <= kNoOptInSmem && SkinnyConfig::smem_bytes<float>() <= kNoOptInSmem);
+static_assert(SmallConfig::smem_bytes<float>() <= kNoOptInSmem && SkinnyConfig::smem_bytes<float>() <= kNoOptInSmem &&
+              SmallProblemConfig::smem_bytes<float>() <= kNoOptInSmem);
 static_assert(ScalarConfig::smem_bytes<double>() <= kNoOptInSmem, "the scalar path never needs the opt-in");
 
 // The float32 configurations compiled in, by the name CUDA_KERNELS_MATMUL_06_CONFIG takes:
@@ -429,12 +436,13 @@ constexpr Fp32Config fp32_config(const char* name) {
 }
 // The launcher's choices first (kBig .. kSkinny index them), then the tuning candidates (docs/matmul.md has
 // their timings).
-constexpr int kBig = 0, kMid = 1, kSmall = 2, kSkinny = 3;
+constexpr int kBig = 0, kMid = 1, kSmall = 2, kSkinny = 3, kSmallProblem = 4;
 const Fp32Config kFp32Configs[] = {
     fp32_config<BigConfig>("128x128x32_w32x64_t8x8_s3_b2"),
     fp32_config<MidConfig>("128x128x16_w32x64_t8x8_s3_b1"),
     fp32_config<SmallConfig>("128x128x16_w32x64_t8x8_s2_b2"),
     fp32_config<SkinnyConfig>("16x128x16_w16x32_t4x4_s4_b4"),
+    fp32_config<SmallProblemConfig>("32x64x16_w16x32_t4x4_s3_b4"),
 #ifdef CUDA_KERNELS_MATMUL_TUNING
     fp32_config<Config<128, 128, 32, 32, 64, 8, 8, 2, 2>>("128x128x32_w32x64_t8x8_s2_b2"),
     fp32_config<Config<128, 128, 24, 32, 64, 8, 8, 4, 2>>("128x128x24_w32x64_t8x8_s4_b2"),
@@ -446,7 +454,6 @@ const Fp32Config kFp32Configs[] = {
     fp32_config<Config<256, 128, 8, 64, 64, 16, 8, 3, 1>>("256x128x8_w64x64_t16x8_s3_b1"),
     fp32_config<Config<64, 64, 16, 32, 32, 4, 8, 3, 4>>("64x64x16_w32x32_t4x8_s3_b4"),
     fp32_config<Config<64, 64, 32, 32, 32, 4, 8, 3, 4>>("64x64x32_w32x32_t4x8_s3_b4"),
-    fp32_config<Config<32, 64, 16, 16, 32, 4, 4, 3, 4>>("32x64x16_w16x32_t4x4_s3_b4"),
     fp32_config<Config<32, 32, 16, 16, 32, 4, 4, 3, 8>>("32x32x16_w16x32_t4x4_s3_b8"),
     fp32_config<Config<64, 32, 16, 32, 32, 8, 4, 3, 8>>("64x32x16_w32x32_t8x4_s3_b8"),
 #endif
@@ -454,6 +461,7 @@ const Fp32Config kFp32Configs[] = {
 // Preference lists, best first; each ends with a configuration that fits kNoOptInSmem.
 constexpr int kGeneralPreference[] = {kBig, kMid, kSmall};
 constexpr int kSkinnyPreference[] = {kSkinny};
+constexpr int kSmallProblemPreference[] = {kSmallProblem};
 
 std::string fp32_config_names() {
   std::string s;
@@ -523,6 +531,9 @@ void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tens
                 " (the device's opt-in limit, capped by ", kSmemLimitEnv, " when set)");
   } else if (M <= kSkinnyMaxM) {
     cfg = &first_that_fits(kSkinnyPreference, limit);
+  } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * kSmallProblemDivisor <
+             sms) {
+    cfg = &first_that_fits(kSmallProblemPreference, limit);
   } else {
     cfg = &first_that_fits(kGeneralPreference, limit);
   }
