@@ -25,6 +25,8 @@ Targets:
                     >= 0.90x cuBLAS TF32.
   skinny matmul     float32, bfloat16 and float16, default variant vs torch.mm, TF32 off: >= 0.90x at 1x4096x4096,
                     16x4096x4096 and 4096x1x4096 (matrix-vector shapes, memory-bound).
+  small matmul      float32 (TF32 off) and bfloat16, default variant vs torch.mm: >= 0.80x at 256^3 and 512^3.
+  float64 matmul    default variant vs torch.mm (cuBLAS DGEMM): >= 0.80x at 4096^3 and 8192^3.
 
 A run on the CPU (env.device "cpu") has targets of its own:
   matmul vs torch   float32, the CPU kernel vs torch.mm (MKL or OpenBLAS): >= 0.50x at 512^3 and 1024^3.
@@ -60,6 +62,9 @@ MMA_SYNC_DTYPE, MMA_SYNC_SHAPE, MMA_SYNC_MIN_RATIO = "bfloat16", (4096, 4096, 40
 TF32_SHAPE, TF32_MIN_RATIO = (4096, 4096, 4096), 0.90
 SKINNY_DTYPES = ("float32", "bfloat16", "float16")
 SKINNY_MIN_RATIO = {(1, 4096, 4096): 0.90, (16, 4096, 4096): 0.90, (4096, 1, 4096): 0.90}
+SMALL_DTYPES = ("float32", "bfloat16")
+SMALL_MIN_RATIO = {(256, 256, 256): 0.80, (512, 512, 512): 0.80}
+FLOAT64_MIN_RATIO = {(4096, 4096, 4096): 0.80, (8192, 8192, 8192): 0.80}
 CPU_MATMUL_MIN_RATIO = {(512, 512, 512): 0.50, (1024, 1024, 1024): 0.50}  # float32, a run on the CPU
 
 Record = dict[str, Any]
@@ -183,6 +188,11 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
     for dtype in SKINNY_DTYPES:
         for shape, target in SKINNY_MIN_RATIO.items():
             matmul_vs_torch(dtype, shape, target)
+    for dtype in SMALL_DTYPES:
+        for shape, target in SMALL_MIN_RATIO.items():
+            matmul_vs_torch(dtype, shape, target)
+    for shape, target in FLOAT64_MIN_RATIO.items():
+        matmul_vs_torch("float64", shape, target)
     return results
 
 

@@ -393,8 +393,10 @@ int main(int argc, char** argv) {
     using M2 = w12::Config<128, 1, 2, 128>;
     for (int sz : {256, 512, 1024})
       bench_small(true, sz, sz, sz,
-                  {{"s12", step_launcher(12)}, {"N8", cfg_launcher<N8>(0, 0, 0)},
-                   {"N4", cfg_launcher<N4>(0, 0, 0)}, {"N2", cfg_launcher<N2>(0, 0, 0)},
+                  {{"s12", step_launcher(12)},
+                   {"N8", cfg_launcher<N8>(0, 0, 0)},
+                   {"N4", cfg_launcher<N4>(0, 0, 0)},
+                   {"N2", cfg_launcher<N2>(0, 0, 0)},
                    {"M2", cfg_launcher<M2>(0, 0, 0)}});
     return 0;
   }

@@ -30,9 +30,12 @@ check_targets = load_script(ROOT / "scripts" / "check_targets.py")
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 SIZES = range(12, 29)
 # 2 dtypes x 3 sizes (2^26..2^28) vs copy, 4 dtypes x (17 sizes + geomean) vs torch, 5 float32 matmul shapes,
-# 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32, 3 dtypes x 3 skinny shapes.
-N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3
+# 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32, 3 dtypes x 3 skinny shapes, 2 dtypes x 2
+# small shapes, 2 float64 shapes.
+N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 2 * 2 + 2
 SKINNY_SHAPES = ([1, 4096, 4096], [16, 4096, 4096], [4096, 1, 4096])
+SMALL_SHAPES = ([256] * 3, [512] * 3)
+FLOAT64_SHAPES = ([4096] * 3, [8192] * 3)
 TC_SHAPES = ([4096] * 3, [8192] * 3, [2048] * 3, [4000] * 3, [8192, 1024, 4096], [1024] * 3)
 MMA_STEPS = {7: "07_mma_sync", 8: "08_mma_pipeline", 9: "09_wgmma_tma"}
 
@@ -46,14 +49,18 @@ def records(
     step_ratios: dict[int, float] | None = None,
     tf32_ratio: float = 0.95,
     skinny_ratio: float = 0.95,
+    small_ratio: float = 0.95,
+    float64_ratio: float = 0.95,
 ) -> list[dict]:
     """Synthetic rows for every target case. torch's square and the copy take 1 ms; ours takes 1 / ratio ms, the
     ratio being square_ratio (one number, or per (dtype, log2 size) with 1.0 for the rest) vs torch and copy_ratio
     vs the copy (the copy row is scaled instead). Every row's IQR is iqr_fraction of its median.
     matmul: torch takes 1 ms; ours (variant 0) 1 / matmul_ratio in float32 (TF32 off), 1 / tc_ratio in bfloat16
     and float16 (one number, or per (dtype, shape) with 1.0 for the rest), 1 / tf32_ratio in float32 with math
-    "tf32" against a TF32 torch row, 1 / skinny_ratio at the skinny shapes (float32, bfloat16, float16); at bfloat16 and float16 4096^3 and 8192^3 the ladder steps of MMA_STEPS run
-    at step_ratios (default: 07 at 0.30x, 08 at 0.60x, 09 at 1.10x)."""
+    "tf32" against a TF32 torch row, 1 / skinny_ratio at the skinny shapes (float32, bfloat16, float16),
+    1 / small_ratio at the small shapes (float32, bfloat16), 1 / float64_ratio in float64; at bfloat16 and float16
+    4096^3 and 8192^3 the ladder steps of MMA_STEPS run at step_ratios (default: 07 at 0.30x, 08 at 0.60x, 09 at
+    1.10x)."""
     rows = []
 
     def add(**row) -> None:
@@ -95,6 +102,15 @@ def records(
             base = {"op": "matmul", "dtype": dtype, "shape": shape}
             add(**base, impl="torch", variant=None, median_ms=1.0)
             add(**base, impl="ours", variant=0, median_ms=1.0 / skinny_ratio, correct=True)
+    for dtype in ("float32", "bfloat16"):
+        for shape in SMALL_SHAPES:
+            base = {"op": "matmul", "dtype": dtype, "shape": shape}
+            add(**base, impl="torch", variant=None, median_ms=1.0)
+            add(**base, impl="ours", variant=0, median_ms=1.0 / small_ratio, correct=True)
+    for shape in FLOAT64_SHAPES:
+        base = {"op": "matmul", "dtype": "float64", "shape": shape}
+        add(**base, impl="torch", variant=None, median_ms=1.0)
+        add(**base, impl="ours", variant=0, median_ms=1.0 / float64_ratio, correct=True)
     return rows
 
 
@@ -103,6 +119,16 @@ def test_skinny_targets():
     missed = misses(records(skinny_ratio=0.89))
     assert len(missed) == 9 and all("vs torch" in name for name in missed), missed
     assert "matmul bfloat16 4096x1x4096 vs torch" in missed, missed
+
+
+def test_small_and_float64_targets():
+    assert not misses(records(small_ratio=0.81, float64_ratio=0.81))
+    missed = misses(records(small_ratio=0.79))
+    assert sorted(missed) == sorted(
+        f"matmul {d} {n}x{n}x{n} vs torch" for d in ("float32", "bfloat16") for n in (256, 512)
+    ), missed
+    missed = misses(records(float64_ratio=0.79))
+    assert sorted(missed) == ["matmul float64 4096x4096x4096 vs torch", "matmul float64 8192x8192x8192 vs torch"]
 
 
 def verdicts(rows: list[dict]) -> dict[str, bool]:

@@ -70,6 +70,8 @@ STEP_DTYPES = {int(v): list(names) for v, names in cuda_kernels._C._matmul_varia
 TF32_STEPS = {v for v, name in NAMES.items() if "_tf32" in name}
 # The steps made for skinny outputs (M or N <= 16), which variant 0 takes for those shapes only.
 SKINNY_STEPS = {v for v, name in NAMES.items() if "_skinny" in name}
+# The float64 tensor-core steps (mma.sync .f64, compute >= 8.0).
+DMMA_STEPS = {v for v, name in NAMES.items() if "_dmma" in name}
 SKINNY_MAX_SIDE = 16
 
 
@@ -185,9 +187,12 @@ def test_step_dtypes_declared():
     assert sorted(STEP_DTYPES) == VARIANTS
     assert TF32_STEPS == {13}, NAMES
     assert SKINNY_STEPS == {14}, NAMES
+    assert DMMA_STEPS == {15}, NAMES
     for v, names in STEP_DTYPES.items():
         if v in TF32_STEPS:
             want = ["float32"]
+        elif v in DMMA_STEPS:
+            want = ["float64"]
         elif v >= FIRST_TENSOR_CORE_STEP and v not in SKINNY_STEPS:
             want = ["float16", "bfloat16"]
         else:
@@ -227,15 +232,18 @@ def test_step_rejects_unsupported_dtype(variant, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_default_step(dtype):
     """_C._matmul_default_step says which step variant 0 runs: the last step of the ladder that can run the dtype
-    here (float16/bfloat16 on compute >= 8.0: a tensor-core step; float32 with TF32 off, float64: step 6); variant
-    0 then gives bit for bit what forcing that step gives."""
+    here (float16/bfloat16 on compute >= 8.0: a tensor-core step; float64 on compute >= 8.0: step 15; float32 with
+    TF32 off, float64 before compute 8.0: step 6); variant 0 then gives bit for bit what forcing that step gives."""
     with allow_tf32(False):
         variant, name, reason = cuda_kernels._C._matmul_default_step(_dtype_name(dtype), -1)
         large = [v for v in VARIANTS if runs(v, dtype) and not _tf32(v, dtype) and v not in SKINNY_STEPS]
         assert (variant, name) == (max(large), NAMES[variant])
         major, minor = torch.cuda.get_device_capability()
         assert reason.startswith(f"compute {major}.{minor} ({torch.cuda.get_device_name()})"), reason
-        if dtype in (torch.float32, torch.float64):
+        if dtype == torch.float64 and (major, minor) >= (8, 0):
+            assert name == "15_dmma", (name, reason)
+            assert "skipped" not in reason, reason
+        elif dtype in (torch.float32, torch.float64):
             assert name == "06_async_pipeline", (name, reason)
             # Steps that never take the dtype are not listed as skipped; every SIMT step can run here, and for
             # float32 the TF32 step is skipped, saying why.
@@ -489,6 +497,49 @@ def test_step6_every_config(monkeypatch):
         for m, n, k in [(1, 4, 1), (129, 260, 63), (300, 516, 100)]:
             try:
                 _mm_case(6, torch.float32, m, n, k)
+            except AssertionError as e:
+                raise AssertionError(f"configuration {name}, shape {m}x{n}x{k}: {e}") from e
+
+
+# Step 15's pipeline configurations (CUDA_KERNELS_MATMUL_15_CONFIG forces one; tuning builds compile more)
+
+DMMA_CONFIG_ENV = "CUDA_KERNELS_MATMUL_15_CONFIG"
+
+
+def _step15_configs() -> list[str]:
+    (step,) = DMMA_STEPS
+    a, b = rand(4, 4, dtype=torch.float64, device="cuda"), rand(4, 4, dtype=torch.float64, device="cuda")
+    os.environ[DMMA_CONFIG_ENV] = "no-such-config"
+    try:
+        with pytest.raises(RuntimeError, match=rf"{OP}: {DMMA_CONFIG_ENV}=no-such-config is not a compiled") as info:
+            cuda_kernels.matmul(a, b, variant=step)
+    finally:
+        del os.environ[DMMA_CONFIG_ENV]
+    return [s.strip() for s in str(info.value).split("available: ")[1].split("\n")[0].split(",")]
+
+
+@requires_cuda
+@pytest.mark.gpu
+def test_step15_every_config(monkeypatch):
+    """Every compiled configuration of step 15 gives the product (slab tails, pipelines longer and shorter than K,
+    odd K and N for the 8-byte copies), or refuses with a clear error where the GPU lacks the shared memory."""
+    if not DMMA_STEPS or not runs(min(DMMA_STEPS), torch.float64):
+        pytest.skip("step 15 needs compute >= 8.0")
+    (step,) = DMMA_STEPS
+    configs = _step15_configs()
+    assert configs[:3] == ["bk32_s3", "bk16_s4", "bk16_s2"], configs
+    optin = torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin
+    for name in configs:
+        monkeypatch.setenv(DMMA_CONFIG_ENV, name)
+        bk, stages = (int(x) for x in re.findall(r"\d+", name))
+        smem = stages * (128 * (bk + 4) + bk * (128 + 4)) * 8
+        if smem > optin:
+            with pytest.raises(RuntimeError, match=rf"{OP}: {DMMA_CONFIG_ENV}={name} needs {smem} bytes"):
+                _mm_case(step, torch.float64, 64, 64, 64)
+            continue
+        for m, n, k in [(1, 4, 1), (129, 260, 63), (300, 516, 100), (130, 257, 999)]:
+            try:
+                _mm_case(step, torch.float64, m, n, k)
             except AssertionError as e:
                 raise AssertionError(f"configuration {name}, shape {m}x{n}x{k}: {e}") from e
 

@@ -20,6 +20,7 @@ namespace {
 using matmul_ladder::kAllDtypes;
 using matmul_ladder::kAnyStrides;
 using matmul_ladder::kFloat32;
+using matmul_ladder::kFloat64;
 using matmul_ladder::kHalfDtypes;
 using matmul_ladder::kRowMajorInputs;
 using matmul_ladder::kSkinnyShapes;
@@ -52,6 +53,7 @@ constexpr Step kLadder[] = {
     {13, "13_tf32_wgmma", kAnyStrides | kTf32Math, kFloat32, 90, &matmul_ladder::wgmma_available, kSm90aNeeds,
      &matmul_ladder::launch_13_tf32_wgmma},
     {14, "14_skinny", kAnyStrides | kSkinnyShapes, kAllDtypes, 0, nullptr, nullptr, &matmul_ladder::launch_14_skinny},
+    {15, "15_dmma", kRowMajorInputs, kFloat64, 80, nullptr, nullptr, &matmul_ladder::launch_15_dmma},
 };
 constexpr int kNumSteps = static_cast<int>(std::size(kLadder));
 
@@ -63,30 +65,39 @@ constexpr int kNumSteps = static_cast<int>(std::size(kLadder));
 //      on compute >= 8.0 08_mma_pipeline (mma.sync tensor cores), else 06_async_pipeline;
 //    - float32 while TF32 is allowed (torch.backends.cuda.matmul.allow_tf32): 13_tf32_wgmma where the binary and
 //      GPU allow wgmma, as torch.mm then runs cuBLAS's TF32 kernels;
-//    - float32 otherwise, and float64: 06_async_pipeline. Measured on the H100 in float32
-//      (scripts/tune_matmul.py, docs/matmul.md), step 6 is the fastest SIMT step from 256^3 through 8192^3.
+//    - float64 on compute >= 8.0: 15_dmma (the tensor cores' float64 mma), else 06_async_pipeline;
+//    - float32 otherwise: 06_async_pipeline. Measured on the H100 in float32 (scripts/tune_matmul.py,
+//      docs/matmul.md), step 6 is the fastest SIMT step from 256^3 through 8192^3.
 // shape: the output's (M, N), or nullptr to ask about large outputs (build_info, the doctor).
 // *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
 const Step& pick_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, bool tf32, const int64_t* shape,
                       std::string* reason) {
   const bool skinny = shape != nullptr && std::min(shape[0], shape[1]) <= matmul_ladder::kSkinnyMaxSide;
-  std::string skipped, skinny_step;
+  // The step made for skinny outputs that runs here (nullptr: none): skinny outputs take it whatever its place in
+  // the ladder; the reason names it for the others.
+  const Step* skinny_step = nullptr;
+  for (const Step& step : kLadder) {
+    if ((step.requirements & kSkinnyShapes) && matmul_step_unmet_need(step, dtype, gpu, tf32).empty()) {
+      skinny_step = &step;
+    }
+  }
+  const std::string where = "compute " + std::to_string(gpu.cc / 10) + "." + std::to_string(gpu.cc % 10) + " (" +
+                            gpu.name + "), " + matmul_dtype_name(dtype) +
+                            (dtype == at::kFloat && tf32 ? " (TF32 allowed)" : "");
+  const std::string max_side = std::to_string(matmul_ladder::kSkinnyMaxSide);
+  if (skinny && skinny_step != nullptr) {
+    if (reason) *reason = where + ", M or N <= " + max_side + ": the fastest ladder step that runs here";
+    return *skinny_step;
+  }
+  std::string skipped;
   for (int i = kNumSteps - 1; i >= 0; --i) {
     const Step& step = kLadder[i];
+    if (step.requirements & kSkinnyShapes) continue;
     const std::string why_not = matmul_step_unmet_need(step, dtype, gpu, tf32);
-    if ((step.requirements & kSkinnyShapes) && !skinny) {
-      if (why_not.empty()) skinny_step = step.name;  // named in the reason: the pick for skinny outputs
-      continue;
-    }
     if (why_not.empty()) {
       if (reason) {
-        *reason = "compute " + std::to_string(gpu.cc / 10) + "." + std::to_string(gpu.cc % 10) + " (" + gpu.name +
-                  "), " + matmul_dtype_name(dtype) + (dtype == at::kFloat && tf32 ? " (TF32 allowed)" : "") +
-                  (skinny ? ", M or N <= " + std::to_string(matmul_ladder::kSkinnyMaxSide) : "") +
-                  ": the fastest ladder step that runs here" + (skipped.empty() ? "" : "; skipped " + skipped) +
-                  (skinny_step.empty() ? ""
-                                       : "; outputs with M or N <= " + std::to_string(matmul_ladder::kSkinnyMaxSide) +
-                                             " take " + skinny_step);
+        *reason = where + ": the fastest ladder step that runs here" + (skipped.empty() ? "" : "; skipped " + skipped) +
+                  (skinny_step == nullptr ? "" : "; outputs with M or N <= " + max_side + " take " + skinny_step->name);
       }
       return step;
     }

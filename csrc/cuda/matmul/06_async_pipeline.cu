@@ -531,8 +531,7 @@ void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tens
                 " (the device's opt-in limit, capped by ", kSmemLimitEnv, " when set)");
   } else if (M <= kSkinnyMaxM) {
     cfg = &first_that_fits(kSkinnyPreference, limit);
-  } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * kSmallProblemDivisor <
-             sms) {
+  } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * kSmallProblemDivisor < sms) {
     cfg = &first_that_fits(kSmallProblemPreference, limit);
   } else {
     cfg = &first_that_fits(kGeneralPreference, limit);
