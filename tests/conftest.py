@@ -93,6 +93,12 @@ requires_caching_allocator = pytest.mark.skipif(
 
 requires_cuda = pytest.mark.skipif(bool(CUDA_SKIP_REASON), reason=CUDA_SKIP_REASON or "n/a")
 
+# Tests that name the kernels a call ran through torch.profiler: its CUDA activity tracing (CUPTI) and
+# compute-sanitizer cannot both instrument the process, so under scripts/sanitize.sh the profiler sees no kernel.
+requires_profiler = pytest.mark.skipif(
+    bool(SANITIZE_TOOL), reason=f"torch.profiler sees no kernels under compute-sanitizer {SANITIZE_TOOL}"
+)
+
 DEVICES = ["cpu", pytest.param("cuda", marks=[requires_cuda, pytest.mark.gpu])]
 
 # matmul tolerance: the error model and the check in cuda_kernels/testing.py (shared with the benchmark).

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from conftest import EXT_HAS_CUDA, rand, requires_cuda
+from conftest import EXT_HAS_CUDA, rand, requires_cuda, requires_profiler
 
 import cuda_kernels
 from cuda_kernels.testing import check_matmul
@@ -299,6 +299,7 @@ def _skinny_kernels(a: torch.Tensor, b: torch.Tensor) -> set[str]:
 
 @requires_cuda
 @pytest.mark.gpu
+@requires_profiler
 def test_skinny_blocks_per_sm_switch(monkeypatch):
     """CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM sets how far step 14 splits K: 1 block per SM leaves a 1 x 65536 x 512
     product (512 column tiles) unsplit, so no reduction kernel runs; 64 splits it. A bad value is a clear error."""
@@ -311,6 +312,58 @@ def test_skinny_blocks_per_sm_switch(monkeypatch):
     monkeypatch.setenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", "zero")
     with pytest.raises(RuntimeError, match=rf"{OP}: CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM=zero is not a positive"):
         cuda_kernels.matmul(a, b, variant=min(SKINNY_STEPS))
+
+
+MMA_ROWS_ENV = "CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS"
+
+
+@requires_cuda
+@requires_profiler
+@pytest.mark.gpu
+def test_skinny_mma_switch(monkeypatch):
+    """Step 14 runs 16-bit "rows" problems on the tensor cores ("mma" kernel, compute >= 8.0) at every S;
+    CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS sets the fewest rows it takes (17: never), a bad value is a clear error."""
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("the mma kernel needs compute >= 8.0")
+    a = rand(16, 4096, dtype=torch.bfloat16, device="cuda", seed=_seed("mma", "a"))
+    b = rand(4096, 1024, dtype=torch.bfloat16, device="cuda", seed=_seed("mma", "b"))
+    assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(a, b)
+    assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(a[:1], b)
+    monkeypatch.setenv(MMA_ROWS_ENV, "17")
+    assert "matmul_kernel_14_skinny_rows" in _skinny_kernels(a, b)
+    monkeypatch.setenv(MMA_ROWS_ENV, "5")
+    assert "matmul_kernel_14_skinny_rows" in _skinny_kernels(a[:4], b)
+    assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(a[:5], b)
+    monkeypatch.setenv(MMA_ROWS_ENV, "-2")
+    with pytest.raises(RuntimeError, match=rf"{OP}: {MMA_ROWS_ENV}=-2 is not a positive number of rows"):
+        cuda_kernels.matmul(a, b, variant=min(SKINNY_STEPS))
+
+
+# (S, K, L) for the mma kernel: every S, K not a multiple of the 64-deep slab and long K (split), L with a tail
+# of one 8-column chunk past the 128-column block tile.
+MMA_SHAPES = [(s, k, n) for s in (1, 2, 5, 8, 9, 15, 16) for k, n in [(3, 8), (100, 136), (4099, 264)]]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("p_layout", ["rows", "transposed"])
+def test_skinny_mma_shapes(monkeypatch, dtype, p_layout):
+    """The mma kernel (taking every S, as by default) gives the product at every S <= 16, K tails and splits, L tails, and
+    with P (the small operand) in either layout: 16-byte copies of P or element by element."""
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("the mma kernel needs compute >= 8.0")
+    monkeypatch.setenv(MMA_ROWS_ENV, "1")
+    (skinny,) = SKINNY_STEPS
+    for s, k, n in MMA_SHAPES:
+        seed = _seed("mma-shapes", dtype, p_layout, s, k, n)
+        a = rand(s, k, dtype=dtype, device="cuda", seed=seed)
+        if p_layout == "transposed":
+            a = rand(k, s, dtype=dtype, device="cuda", seed=seed).t()
+        b = rand(k, n, dtype=dtype, device="cuda", seed=seed + 1)
+        out = cuda_kernels.matmul(a, b, variant=skinny)
+        ok, message = check_matmul(a, b, out)
+        assert ok, f"{s}x{n}x{k} ({p_layout} P): {message}"
 
 
 @requires_cuda

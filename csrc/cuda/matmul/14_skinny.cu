@@ -13,7 +13,12 @@
 //  - "cols" (Q's columns contiguous along k: A row-major, or B a transposed weight as in x @ w.t()): a warp owns
 //    kCols columns l, its lanes walk k kVec at a time and multiply by P[s][k..k+kVec) (the block's rows of P
 //    staged in shared memory); the lanes add up with shuffles.
-// Both split K over blocks (grid.y) until the GPU has about kBlocksPerSm blocks per SM; the splits' partial sums
+//  - "mma" (the "rows" layout in float16/bfloat16, compute >= 8.0): the "rows" kernel's FMAs on CUDA cores cost
+//    as much time as reading Q at 16 rows (16 FMAs per element of Q, about 18 us at 16 x 4096 x 4096 on the H100
+//    against 11 us of reading), so this one runs them on the tensor cores: a 16-row mma.sync
+//    (m16n8k16) takes P's S rows (zero rows past S) as its A fragment, slabs of Q come through a cp.async
+//    pipeline into swizzled shared memory (step 8's layout), a block of 4 warps covers 128 columns.
+// All split K over blocks (grid.y) until the GPU has about kBlocksPerSm blocks per SM; the splits' partial sums
 // (fp32, fp64 for fp64) go to a workspace and matmul_kernel_14_skinny_reduce adds them in a fixed order
 // (deterministic) and rounds to the output dtype. Forced (variant=14) on any other shape it still computes the
 // right result, S rows at a time over grid.z, just slowly.
@@ -29,6 +34,7 @@
 #include <cstdlib>
 
 #include "cuda/matmul/ladder.h"
+#include "cuda/matmul/mma_sm80.cuh"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -231,6 +237,121 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T,
   }
 }
 
+// "mma": tensor cores for 16-bit "rows" problems. Block: kMmaCols columns of Q (blockIdx.x), split blockIdx.y of
+// k, 4 warps of kMmaCols / 4 columns; all S <= 16 rows. Slab: kMmaK k, i.e. P (16 x kMmaK: rows past S and k past
+// the split zero-filled) and Q (kMmaK x kMmaCols, its edges zero-filled), kMmaStages slabs in flight.
+constexpr int kMmaThreads = 128;
+constexpr int kMmaCols = 128;  // Q columns per block
+constexpr int kMmaK = 64;      // k per slab (kKAlignRows: every split is whole slabs)
+constexpr int kMmaStages = 3;  // slabs in shared memory (54 KiB a block: 4 blocks fit an H100 SM)
+constexpr int kMmaWarpCols = kMmaCols / (kMmaThreads / 32);  // 32: four 8-column mma tiles a warp
+constexpr int kChunk = 8;                                    // 16-bit elements per 16-byte chunk
+constexpr int kPStageBytes = 16 * kMmaK * 2, kQStageBytes = kMmaK * kMmaCols * 2;
+constexpr int kMmaStageBytes = kPStageBytes + kQStageBytes;
+constexpr size_t kMmaSmemBytes = size_t{kMmaStages} * kMmaStageBytes;
+static_assert(kMmaK == kKAlignRows, "a split is a whole number of slabs");
+
+// Byte offset of 16-byte chunk c of row r in a tile of rows kChunksPerRow (>= 8) chunks long: chunk c ^ (r % 8),
+// so that ldmatrix's 8 rows of one chunk column and a cp.async phase's 8 chunks of one row hit 8 different bank
+// groups (step 8 explains the pattern).
+template <int kChunksPerRow>
+__device__ __forceinline__ uint32_t mma_swizzle(int r, int c) {
+  static_assert(kChunksPerRow % 8 == 0);
+  return r * (kChunksPerRow * 16) + ((c ^ (r & 7)) << 4);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<T, float> a) {
+#if CUDA_KERNELS_SM80_UNSUPPORTED
+  __trap();  // the launcher takes this kernel on compute >= 8.0 only
+#else
+  constexpr bool kBf16 = std::is_same_v<T, c10::BFloat16>;
+  constexpr int kPChunks = kMmaK / kChunk, kQChunks = kMmaCols / kChunk;  // chunks per row of each slab
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t smem0 = sm80::smem_addr(smem);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int l0 = blockIdx.x * kMmaCols;
+  const int k_begin = blockIdx.y * a.kc, k_end = min(a.K, k_begin + a.kc);
+  const int slabs = (k_end - k_begin + kMmaK - 1) / kMmaK;
+
+  // Copies slab `slab` of this split into the stage at shared address `stage`. P: 16 rows x kPChunks chunks, one
+  // chunk a thread, element by element when P's rows are not 16-byte vectors along k (a transposed P) or when the
+  // chunk crosses the split's end. Q: kMmaK rows x kQChunks chunks, 8 a thread (16-byte cp.async, Q's rows are
+  // 16-byte aligned: launcher's condition); zeros past L and past the split.
+  const auto copy_slab = [&](int slab, uint32_t stage) {
+    const int k0 = k_begin + slab * kMmaK;
+    {
+      const int r = tid / kPChunks, c = tid % kPChunks, k = k0 + c * kChunk;
+      const uint32_t dst = stage + mma_swizzle<kPChunks>(r, c);
+      const T* src = a.p + int64_t{r} * a.ps + int64_t{k} * a.pk;
+      if (a.p_vec && r < a.S && k + kChunk <= k_end) {
+        sm80::cp_async16_zfill(dst, src, true);
+      } else {
+        const int n = r < a.S ? max(0, min(kChunk, k_end - k)) : 0;
+        alignas(16) T e[kChunk];
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) e[i] = i < n ? src[int64_t{i} * a.pk] : T(0);
+        sm80::st_shared16(dst, *reinterpret_cast<const uint4*>(e));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kMmaK * kQChunks / kMmaThreads; ++i) {
+      const int chunk = tid + i * kMmaThreads;
+      const int r = chunk / kQChunks, c = chunk % kQChunks;
+      const int k = k0 + r, l = l0 + c * kChunk;
+      const bool ok = k < k_end && l < a.L;  // L % 8 == 0 here: a chunk is wholly inside or outside
+      sm80::cp_async16_zfill(stage + kPStageBytes + mma_swizzle<kQChunks>(r, c), ok ? a.q + int64_t{k} * a.qk + l : a.q,
+                             ok);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < kMmaStages - 1; ++s) {
+    if (s < slabs) copy_slab(s, smem0 + s * kMmaStageBytes);
+    sm80::cp_async_commit();
+  }
+  float acc[kMmaWarpCols / 8][4] = {};
+  int read_stage = 0, write_stage = kMmaStages - 1;
+  for (int slab = 0; slab < slabs; ++slab) {
+    sm80::cp_async_wait<kMmaStages - 2>();  // this thread's copies of the slab have landed ...
+    __syncthreads();  // ... and everyone's; everyone also finished the previous slab, whose stage is refilled
+    if (slab + kMmaStages - 1 < slabs) copy_slab(slab + kMmaStages - 1, smem0 + write_stage * kMmaStageBytes);
+    sm80::cp_async_commit();
+    const uint32_t stage = smem0 + read_stage * kMmaStageBytes;
+#pragma unroll
+    for (int ks = 0; ks < kMmaK / 16; ++ks) {
+      // A: P rows lane % 16, chunk 2 ks + lane / 16 (the four 8x8 matrices in a[0..3]'s order). B: Q k rows
+      // 16 ks + lane % 16, chunk of mma columns j (lanes < 16) and j + 1, transposed into k pairs.
+      uint32_t pa[4];
+      sm80::ldmatrix_x4(pa, stage + mma_swizzle<kPChunks>(lane % 16, 2 * ks + lane / 16));
+#pragma unroll
+      for (int j = 0; j < kMmaWarpCols / 8; j += 2) {
+        uint32_t r[4];
+        sm80::ldmatrix_x4_trans(
+            r, stage + kPStageBytes +
+                   mma_swizzle<kQChunks>(16 * ks + lane % 16, (warp * kMmaWarpCols + j * 8) / kChunk + lane / 16));
+        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        sm80::mma_m16n8k16<kBf16>(acc[j], pa, b0);
+        sm80::mma_m16n8k16<kBf16>(acc[j + 1], pa, b1);
+      }
+    }
+    read_stage = read_stage + 1 == kMmaStages ? 0 : read_stage + 1;
+    write_stage = write_stage + 1 == kMmaStages ? 0 : write_stage + 1;
+  }
+  sm80::cp_async_wait<0>();
+  // acc[j][h] is out[g + 8 (h / 2)][l0 + warp's columns + 8 j + 2 t + h % 2] (g = lane / 4, t = lane % 4).
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int j = 0; j < kMmaWarpCols / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const int s = g + 8 * (h / 2), l = l0 + warp * kMmaWarpCols + 8 * j + 2 * t + h % 2;
+      if (s < a.S && l < a.L) store_out(a, s, l, acc[j][h]);
+    }
+  }
+#endif
+}
+
 // out[s][l] = sum over splits of the partial sums, in split order, rounded to T.
 template <typename T, typename Acc>
 __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_reduce(Args<T, Acc> a, int splits) {
@@ -264,17 +385,53 @@ int blocks_per_sm_target() {
   return v;
 }
 
+// The "mma" kernel takes 16-bit "rows" problems with at least this many rows: all, as it measured faster than the
+// "rows" kernel at every S on the H100, 1 row included (its cp.async pipeline keeps more loads in flight). The
+// tuning switch CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS (read at every call) overrides it; 17 turns it off.
+constexpr int kMmaMinRows = 1;
+int mma_min_rows() {
+  const char* env = std::getenv("CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS");
+  if (env == nullptr || env[0] == '\0') return kMmaMinRows;
+  const int v = std::atoi(env);
+  TORCH_CHECK(v > 0, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS=", env,
+              " is not a positive number of rows");
+  return v;
+}
+
+// Launches the "mma" kernel (launch_typed asks for it with 16-bit T only).
+template <typename T>
+void launch_mma(const dim3& grid, const Args<T, at::opmath_type<T>>& args, int device, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 2) {
+    constexpr auto* kernel = &matmul_kernel_14_skinny_mma<T>;
+    constexpr int kMaxDevices = 64;
+    static bool configured[kMaxDevices] = {};  // benign race: setting the attribute twice is harmless
+    if (device >= kMaxDevices || !configured[device]) {
+      C10_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMmaSmemBytes)));
+      if (device < kMaxDevices) configured[device] = true;
+    }
+    kernel<<<grid, kMmaThreads, kMmaSmemBytes, stream>>>(args);
+  }
+}
+
 template <typename T>
 void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const at::TensorOptions& options) {
   using Acc = at::opmath_type<T>;
   constexpr int kV = vec_of<T>();
   const int S = args.S, L = args.L, K = args.K;
+  // "mma": 16-bit, the "rows" layout with 16-byte rows of Q and whole chunks (L % 8 == 0), mma.sync (compute
+  // >= 8.0), S <= 16 (one mma's rows; forced on more, S is split over grid.z by the other kernels).
+  bool mma = false;
+  if constexpr (sizeof(T) == 2) {
+    mma = !cols && args.vec && L % kChunk == 0 && S <= 16 && S >= mma_min_rows() &&
+          detail::cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 8;
+  }
   const int sr = rows_per_thread(S, cols, sizeof(T));
   // "rows": the warps split S too (s groups of sr rows) when S > sr: 1, 2 or 4 groups (divisors of kWarps).
   int groups = 1;
   while (!cols && groups < kMaxGroups && groups * sr < S) groups *= 2;
-  const int64_t l_tiles = ceil_div<int64_t>(L, cols ? kWarps * kCols : 32 * kV);
-  const int64_t s_blocks = ceil_div<int64_t>(S, sr * groups);
+  const int64_t l_tiles = ceil_div<int64_t>(L, mma ? kMmaCols : (cols ? kWarps * kCols : 32 * kV));
+  const int64_t s_blocks = mma ? 1 : ceil_div<int64_t>(S, sr * groups);
   TORCH_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
               " rows on the short side are too many");
   // Split K until the GPU has about blocks_per_sm_target() blocks per SM (memory-bound: every SM needs loads in
@@ -293,7 +450,9 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   const dim3 grid(static_cast<unsigned>(l_tiles), static_cast<unsigned>(splits), static_cast<unsigned>(s_blocks));
-  if (cols) {
+  if (mma) {
+    launch_mma<T>(grid, args, device, stream);
+  } else if (cols) {
     if (sr == 1) matmul_kernel_14_skinny_cols<T, Acc, 1><<<grid, kThreads, 0, stream>>>(args);
     if (sr == 4) matmul_kernel_14_skinny_cols<T, Acc, 4><<<grid, kThreads, 0, stream>>>(args);
     if (sr == 16) matmul_kernel_14_skinny_cols<T, Acc, 16><<<grid, kThreads, 0, stream>>>(args);
