@@ -120,9 +120,12 @@ def step_dtype_params(variants: list[int], dtypes: list[torch.dtype]) -> list:
 
 
 def any_dtype(variant: int) -> torch.dtype:
-    """float32 where the step takes it, else bfloat16 (the 16-bit tensor-core steps): for tests about indexing, not
-    dtypes."""
-    return torch.float32 if runs(variant, torch.float32) else torch.bfloat16
+    """float32 where the step takes it, else bfloat16 (the 16-bit tensor-core steps), else float64 (the float64
+    tensor-core step): for tests about indexing, not dtypes."""
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        if runs(variant, dtype):
+            return dtype
+    return torch.bfloat16  # a step that cannot run here: the test then checks that it says so
 
 
 def _seed(*parts: object) -> int:
