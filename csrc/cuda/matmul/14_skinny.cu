@@ -18,7 +18,7 @@
 //    against 11 us of reading), so this one runs them on the tensor cores: a 16-row mma.sync
 //    (m16n8k16) takes P's S rows (zero rows past S) as its A fragment, slabs of Q come through a cp.async
 //    pipeline into swizzled shared memory (step 8's layout), a block of 4 warps covers 128 columns.
-// All split K over blocks (grid.y) until the GPU has about kBlocksPerSm blocks per SM; the splits' partial sums
+// All split K over blocks (grid.y) until the GPU has about kBlocksPerSm* blocks per SM; the splits' partial sums
 // (fp32, fp64 for fp64) go to a workspace and matmul_kernel_14_skinny_reduce adds them in a fixed order
 // (deterministic) and rounds to the output dtype. Forced (variant=14) on any other shape it still computes the
 // right result, S rows at a time over grid.z, just slowly.
@@ -375,10 +375,12 @@ int rows_per_thread(int S, bool cols, int element_size) {
 
 // Blocks per SM the K splits aim at. More splits mean more loads in flight but more partial sums to add; the
 // tuning switch CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM (read at every call, like step 6's switches) overrides it.
-constexpr int kBlocksPerSm = 4;
-int blocks_per_sm_target() {
+// 2 for "mma" and for "cols" at one row, 4 for the others (H100, docs/matmul.md: "mma" at 16 rows 0.86x -> 0.91x
+// torch.mm with 2, "cols" at one row 0.84x -> 0.87x, "cols" at 16 rows 0.40x -> 0.36x).
+constexpr int kBlocksPerSmFew = 2, kBlocksPerSmMany = 4;
+int blocks_per_sm_target(int default_target) {
   const char* env = std::getenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM");
-  if (env == nullptr || env[0] == '\0') return kBlocksPerSm;
+  if (env == nullptr || env[0] == '\0') return default_target;
   const int v = std::atoi(env);
   TORCH_CHECK(v > 0, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM=", env,
               " is not a positive number of blocks");
@@ -434,10 +436,11 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   const int64_t s_blocks = mma ? 1 : ceil_div<int64_t>(S, sr * groups);
   TORCH_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
               " rows on the short side are too many");
-  // Split K until the GPU has about blocks_per_sm_target() blocks per SM (memory-bound: every SM needs loads in
+  // Split K until the GPU has about blocks_per_sm_target(...) blocks per SM (memory-bound: every SM needs loads in
   // flight), each split a whole number of `align` k.
   const int align = cols ? 32 * kV : kKAlignRows;
-  const int64_t resident = int64_t{sm_count(device)} * blocks_per_sm_target();
+  const int64_t resident =
+      int64_t{sm_count(device)} * blocks_per_sm_target(mma || (cols && S == 1) ? kBlocksPerSmFew : kBlocksPerSmMany);
   const int64_t want = ceil_div<int64_t>(resident, l_tiles * s_blocks);
   const int64_t splits_max = std::min<int64_t>(ceil_div<int64_t>(K, align), kMaxGridYZ);
   int64_t splits = std::clamp<int64_t>(want, 1, splits_max);
