@@ -324,14 +324,18 @@ MMA_ROWS_ENV = "CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS"
 @requires_profiler
 @pytest.mark.gpu
 def test_skinny_mma_switch(monkeypatch):
-    """Step 14 runs 16-bit "rows" problems on the tensor cores ("mma" kernel, compute >= 8.0) at every S;
-    CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS sets the fewest rows it takes (17: never), a bad value is a clear error."""
+    """Step 14 runs 16-bit problems on the tensor cores ("mma" kernel, compute >= 8.0) at every S, in both layouts
+    of Q (B row-major: "rows"; A row-major with the short side N: "cols", K % 8 == 0); CUDA_KERNELS_MATMUL_14_MMA_
+    MIN_ROWS sets the fewest rows it takes (17: never), a bad value is a clear error."""
     if torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("the mma kernel needs compute >= 8.0")
     a = rand(16, 4096, dtype=torch.bfloat16, device="cuda", seed=_seed("mma", "a"))
     b = rand(4096, 1024, dtype=torch.bfloat16, device="cuda", seed=_seed("mma", "b"))
     assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(a, b)
     assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(a[:1], b)
+    w = b.t().contiguous()  # (1024, 4096) row-major: w @ a.t() is 1024 x 16 with Q = w^T k-contiguous ("cols")
+    assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(w, a.t())
+    assert "matmul_kernel_14_skinny_cols" in _skinny_kernels(w[:, :4095], a.t()[:4095])  # K % 8 != 0
     monkeypatch.setenv(MMA_ROWS_ENV, "17")
     assert "matmul_kernel_14_skinny_rows" in _skinny_kernels(a, b)
     monkeypatch.setenv(MMA_ROWS_ENV, "5")
@@ -342,18 +346,22 @@ def test_skinny_mma_switch(monkeypatch):
         cuda_kernels.matmul(a, b, variant=min(SKINNY_STEPS))
 
 
-# (S, K, L) for the mma kernel: every S, K not a multiple of the 64-deep slab and long K (split), L with a tail
-# of one 8-column chunk past the 128-column block tile.
-MMA_SHAPES = [(s, k, n) for s in (1, 2, 5, 8, 9, 15, 16) for k, n in [(3, 8), (100, 136), (4099, 264)]]
+# (S, K, L) for the mma kernel: every S, K not a multiple of the 64-deep slab (and K % 8 != 0, which the "cols"
+# layout leaves to the CUDA-core kernel) and long K (split), L with a tail of one 8-column chunk past the
+# 128-column block tile, or of fewer columns.
+MMA_KL = [(3, 8), (8, 8), (100, 136), (104, 136), (4099, 264), (4104, 130)]
+MMA_SHAPES = [(s, k, n) for s in (1, 2, 5, 8, 9, 15, 16) for k, n in MMA_KL]
 
 
 @requires_cuda
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("p_layout", ["rows", "transposed"])
-def test_skinny_mma_shapes(monkeypatch, dtype, p_layout):
-    """The mma kernel (taking every S, as by default) gives the product at every S <= 16, K tails and splits, L tails, and
-    with P (the small operand) in either layout: 16-byte copies of P or element by element."""
+@pytest.mark.parametrize("q_layout", ["rows", "cols"])
+def test_skinny_mma_shapes(monkeypatch, dtype, p_layout, q_layout):
+    """The mma kernel (taking every S, as by default) gives the product at every S <= 16, K tails and splits, L
+    tails, with Q (the big operand) in either layout and P (the small one) in either layout: 16-byte copies of P or
+    element by element. "cols": C = A B with N = S, i.e. C^T = B^T A^T, Q = A^T."""
     if torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("the mma kernel needs compute >= 8.0")
     monkeypatch.setenv(MMA_ROWS_ENV, "1")
@@ -364,9 +372,11 @@ def test_skinny_mma_shapes(monkeypatch, dtype, p_layout):
         if p_layout == "transposed":
             a = rand(k, s, dtype=dtype, device="cuda", seed=seed).t()
         b = rand(k, n, dtype=dtype, device="cuda", seed=seed + 1)
+        if q_layout == "cols":
+            a, b = b.t().contiguous(), a.t()  # (n, k) row-major times (k, s): the same P, Q = A^T k-contiguous
         out = cuda_kernels.matmul(a, b, variant=skinny)
         ok, message = check_matmul(a, b, out)
-        assert ok, f"{s}x{n}x{k} ({p_layout} P): {message}"
+        assert ok, f"{a.shape[0]}x{b.shape[1]}x{k} ({q_layout} Q, {p_layout} P): {message}"
 
 
 @requires_cuda

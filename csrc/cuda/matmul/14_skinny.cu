@@ -13,11 +13,11 @@
 //  - "cols" (Q's columns contiguous along k: A row-major, or B a transposed weight as in x @ w.t()): a warp owns
 //    kCols columns l, its lanes walk k kVec at a time and multiply by P[s][k..k+kVec) (the block's rows of P
 //    staged in shared memory); the lanes add up with shuffles.
-//  - "mma" (the "rows" layout in float16/bfloat16, compute >= 8.0): the "rows" kernel's FMAs on CUDA cores cost
-//    as much time as reading Q at 16 rows (16 FMAs per element of Q, about 18 us at 16 x 4096 x 4096 on the H100
-//    against 11 us of reading), so this one runs them on the tensor cores: a 16-row mma.sync
-//    (m16n8k16) takes P's S rows (zero rows past S) as its A fragment, slabs of Q come through a cp.async
-//    pipeline into swizzled shared memory (step 8's layout), a block of 4 warps covers 128 columns.
+//  - "mma" (float16/bfloat16 in either layout, compute >= 8.0): the CUDA-core kernels' FMAs cost as much time as
+//    reading Q at 16 rows (16 FMAs per element of Q, about 18 us at 16 x 4096 x 4096 on the H100 against 11 us of
+//    reading), so this one runs them on the tensor cores: a 16-row mma.sync (m16n8k16) takes P's S rows (zero
+//    rows past S) as its A fragment, slabs of Q come through a cp.async pipeline into swizzled shared memory
+//    (step 8's layout) in Q's own layout, a block of 4 warps covers 128 columns.
 // All split K over blocks (grid.y) until the GPU has about kBlocksPerSm* blocks per SM; the splits' partial sums
 // (fp32, fp64 for fp64) go to a workspace and matmul_kernel_14_skinny_reduce adds them in a fixed order
 // (deterministic) and rounds to the output dtype. Forced (variant=14) on any other shape it still computes the
@@ -237,9 +237,11 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T,
   }
 }
 
-// "mma": tensor cores for 16-bit "rows" problems. Block: kMmaCols columns of Q (blockIdx.x), split blockIdx.y of
-// k, 4 warps of kMmaCols / 4 columns; all S <= 16 rows. Slab: kMmaK k, i.e. P (16 x kMmaK: rows past S and k past
-// the split zero-filled) and Q (kMmaK x kMmaCols, its edges zero-filled), kMmaStages slabs in flight.
+// "mma": tensor cores for 16-bit problems, Q in either layout. Block: kMmaCols columns of Q (blockIdx.x), split
+// blockIdx.y of k, 4 warps of kMmaCols / 4 columns; all S <= 16 rows. Slab: kMmaK k, i.e. P (16 x kMmaK: rows past
+// S and k past the split zero-filled) and Q (kMmaK x kMmaCols, its edges zero-filled), kMmaStages slabs in flight.
+// Q's slab keeps Q's layout: k rows of kMmaCols columns ("rows", read by ldmatrix.trans into mma's k-pair B
+// fragments) or kMmaCols rows of kMmaK k ("cols": already mma's "col" B operand, plain ldmatrix).
 constexpr int kMmaThreads = 128;
 constexpr int kMmaCols = 128;  // Q columns per block
 constexpr int kMmaK = 64;      // k per slab (kKAlignRows: every split is whole slabs)
@@ -260,13 +262,15 @@ __device__ __forceinline__ uint32_t mma_swizzle(int r, int c) {
   return r * (kChunksPerRow * 16) + ((c ^ (r & 7)) << 4);
 }
 
-template <typename T>
+template <typename T, bool kQCols>
 __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<T, float> a) {
 #if CUDA_KERNELS_SM80_UNSUPPORTED
   __trap();  // the launcher takes this kernel on compute >= 8.0 only
 #else
   constexpr bool kBf16 = std::is_same_v<T, c10::BFloat16>;
-  constexpr int kPChunks = kMmaK / kChunk, kQChunks = kMmaCols / kChunk;  // chunks per row of each slab
+  constexpr int kPChunks = kMmaK / kChunk;                        // chunks per row of P's slab ...
+  constexpr int kQChunks = (kQCols ? kMmaK : kMmaCols) / kChunk;  // ... and of Q's
+  constexpr int kQRows = kQCols ? kMmaCols : kMmaK;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t smem0 = sm80::smem_addr(smem);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -276,8 +280,9 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
 
   // Copies slab `slab` of this split into the stage at shared address `stage`. P: 16 rows x kPChunks chunks, one
   // chunk a thread, element by element when P's rows are not 16-byte vectors along k (a transposed P) or when the
-  // chunk crosses the split's end. Q: kMmaK rows x kQChunks chunks, 8 a thread (16-byte cp.async, Q's rows are
-  // 16-byte aligned: launcher's condition); zeros past L and past the split.
+  // chunk crosses the split's end. Q: kQRows rows x kQChunks chunks, 8 a thread (16-byte cp.async; the launcher
+  // makes sure that a chunk is wholly inside Q or outside: L % 8 == 0 for "rows", K % 8 == 0 for "cols"); zeros
+  // past L and past the split.
   const auto copy_slab = [&](int slab, uint32_t stage) {
     const int k0 = k_begin + slab * kMmaK;
     {
@@ -295,13 +300,13 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
       }
     }
 #pragma unroll
-    for (int i = 0; i < kMmaK * kQChunks / kMmaThreads; ++i) {
+    for (int i = 0; i < kQRows * kQChunks / kMmaThreads; ++i) {
       const int chunk = tid + i * kMmaThreads;
       const int r = chunk / kQChunks, c = chunk % kQChunks;
-      const int k = k0 + r, l = l0 + c * kChunk;
-      const bool ok = k < k_end && l < a.L;  // L % 8 == 0 here: a chunk is wholly inside or outside
-      sm80::cp_async16_zfill(stage + kPStageBytes + mma_swizzle<kQChunks>(r, c), ok ? a.q + int64_t{k} * a.qk + l : a.q,
-                             ok);
+      const int k = k0 + (kQCols ? c * kChunk : r), l = l0 + (kQCols ? r : c * kChunk);
+      const bool ok = k < k_end && l < a.L;
+      sm80::cp_async16_zfill(stage + kPStageBytes + mma_swizzle<kQChunks>(r, c),
+                             ok ? a.q + int64_t{k} * a.qk + int64_t{l} * a.ql : a.q, ok);
     }
   };
 
@@ -320,16 +325,23 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
     const uint32_t stage = smem0 + read_stage * kMmaStageBytes;
 #pragma unroll
     for (int ks = 0; ks < kMmaK / 16; ++ks) {
-      // A: P rows lane % 16, chunk 2 ks + lane / 16 (the four 8x8 matrices in a[0..3]'s order). B: Q k rows
-      // 16 ks + lane % 16, chunk of mma columns j (lanes < 16) and j + 1, transposed into k pairs.
+      // A: P rows lane % 16, chunk 2 ks + lane / 16 (the four 8x8 matrices in a[0..3]'s order).
       uint32_t pa[4];
       sm80::ldmatrix_x4(pa, stage + mma_swizzle<kPChunks>(lane % 16, 2 * ks + lane / 16));
 #pragma unroll
       for (int j = 0; j < kMmaWarpCols / 8; j += 2) {
+        // B for mma columns j and j + 1: r[0..1] and r[2..3].
+        const int col = warp * kMmaWarpCols + j * 8;  // the pair's first column in the block tile
         uint32_t r[4];
-        sm80::ldmatrix_x4_trans(
-            r, stage + kPStageBytes +
-                   mma_swizzle<kQChunks>(16 * ks + lane % 16, (warp * kMmaWarpCols + j * 8) / kChunk + lane / 16));
+        if constexpr (kQCols) {
+          // "cols": lanes 8i..8i+7 address matrix i = (column tile j + i / 2, k half i % 2): its 8 columns' rows.
+          sm80::ldmatrix_x4(r, stage + kPStageBytes +
+                                   mma_swizzle<kQChunks>(col + 8 * (lane / 16) + lane % 8, 2 * ks + (lane / 8) % 2));
+        } else {
+          // "rows": k rows 16 ks + lane % 16, the chunk of column tile j (lanes < 16) or j + 1, transposed.
+          sm80::ldmatrix_x4_trans(
+              r, stage + kPStageBytes + mma_swizzle<kQChunks>(16 * ks + lane % 16, col / kChunk + lane / 16));
+        }
         const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         sm80::mma_m16n8k16<kBf16>(acc[j], pa, b0);
         sm80::mma_m16n8k16<kBf16>(acc[j + 1], pa, b1);
@@ -387,8 +399,8 @@ int blocks_per_sm_target(int default_target) {
   return v;
 }
 
-// The "mma" kernel takes 16-bit "rows" problems with at least this many rows: all, as it measured faster than the
-// "rows" kernel at every S on the H100, 1 row included (its cp.async pipeline keeps more loads in flight). The
+// The "mma" kernel takes 16-bit problems with at least this many rows: all, as it measured faster than the "rows"
+// kernel at every S on the H100, 1 row included (its cp.async pipeline keeps more loads in flight). The
 // tuning switch CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS (read at every call) overrides it; 17 turns it off.
 constexpr int kMmaMinRows = 1;
 int mma_min_rows() {
@@ -401,10 +413,10 @@ int mma_min_rows() {
 }
 
 // Launches the "mma" kernel (launch_typed asks for it with 16-bit T only).
-template <typename T>
+template <typename T, bool kQCols>
 void launch_mma(const dim3& grid, const Args<T, at::opmath_type<T>>& args, int device, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
-    constexpr auto* kernel = &matmul_kernel_14_skinny_mma<T>;
+    constexpr auto* kernel = &matmul_kernel_14_skinny_mma<T, kQCols>;
     constexpr int kMaxDevices = 64;
     static bool configured[kMaxDevices] = {};  // benign race: setting the attribute twice is harmless
     if (device >= kMaxDevices || !configured[device]) {
@@ -421,11 +433,11 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   using Acc = at::opmath_type<T>;
   constexpr int kV = vec_of<T>();
   const int S = args.S, L = args.L, K = args.K;
-  // "mma": 16-bit, the "rows" layout with 16-byte rows of Q and whole chunks (L % 8 == 0), mma.sync (compute
-  // >= 8.0), S <= 16 (one mma's rows; forced on more, S is split over grid.z by the other kernels).
+  // "mma": 16-bit, 16-byte vectors of Q and whole chunks (L % 8 == 0 for "rows", K % 8 == 0 for "cols"), mma.sync
+  // (compute >= 8.0), S <= 16 (one mma's rows; forced on more, S is split over grid.z by the other kernels).
   bool mma = false;
   if constexpr (sizeof(T) == 2) {
-    mma = !cols && args.vec && L % kChunk == 0 && S <= 16 && S >= mma_min_rows() &&
+    mma = args.vec && (cols ? K % kChunk == 0 : L % kChunk == 0) && S <= 16 && S >= mma_min_rows() &&
           detail::cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 8;
   }
   const int sr = rows_per_thread(S, cols, sizeof(T));
@@ -438,7 +450,7 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
               " rows on the short side are too many");
   // Split K until the GPU has about blocks_per_sm_target(...) blocks per SM (memory-bound: every SM needs loads in
   // flight), each split a whole number of `align` k.
-  const int align = cols ? 32 * kV : kKAlignRows;
+  const int align = cols && !mma ? 32 * kV : kKAlignRows;
   const int64_t resident =
       int64_t{sm_count(device)} * blocks_per_sm_target(mma || (cols && S == 1) ? kBlocksPerSmFew : kBlocksPerSmMany);
   const int64_t want = ceil_div<int64_t>(resident, l_tiles * s_blocks);
@@ -454,7 +466,7 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   const dim3 grid(static_cast<unsigned>(l_tiles), static_cast<unsigned>(splits), static_cast<unsigned>(s_blocks));
   if (mma) {
-    launch_mma<T>(grid, args, device, stream);
+    cols ? launch_mma<T, true>(grid, args, device, stream) : launch_mma<T, false>(grid, args, device, stream);
   } else if (cols) {
     if (sr == 1) matmul_kernel_14_skinny_cols<T, Acc, 1><<<grid, kThreads, 0, stream>>>(args);
     if (sr == 4) matmul_kernel_14_skinny_cols<T, Acc, 4><<<grid, kThreads, 0, stream>>>(args);
