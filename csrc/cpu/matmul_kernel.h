@@ -37,7 +37,11 @@ constexpr int64_t kNR = 32 / sizeof(acc_t);  // two 16-byte registers (SSE, NEON
 // Cache blocking: a B panel slab is kKC x kNR (16 KB for AVX2 float: L1), an A block kMC x kKC (72 KB: L2).
 constexpr int64_t kKC = 256;
 constexpr int64_t kMC = 12 * kMR;  // 72 rows
-constexpr int64_t kNCPanels = 16;  // B panels per task: 256 float columns with AVX2
+constexpr int64_t kNCPanels = 16;  // B panels per task at most: 256 float columns with AVX2
+// Tasks per thread at least (fewer panels per task until there are): 512^3 on 16 threads with AVX512 (32-float
+// panels) has 8 row blocks and, at 16 panels a task, one column block: half the threads would idle. Two per thread
+// also even out unequal tasks; more cost 256^3 on 2 threads 5% (smaller tiles, A packed more often).
+constexpr int64_t kTasksPerThread = 2;
 
 #if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
 // C_tile[0 .. kMR) x [0 .. kNR) += Ap (kc x kMR, k-major) times Bp (kc x kNR, k-major); ldc: C_tile's row pitch.
@@ -245,19 +249,23 @@ template <typename scalar_t>
 void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64_t M, int64_t N, int64_t K) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int64_t nr = kNR<acc_t>;
-  constexpr int64_t nc = kNCPanels * nr;  // columns of C per task
   const int64_t b_panels = (N + nr - 1) / nr;
   std::vector<acc_t> bp(static_cast<size_t>(b_panels * K * nr));
   pack_b(b, K, N, bp.data());
 
-  const int64_t m_tasks = (M + kMC - 1) / kMC, n_tasks = (N + nc - 1) / nc;
+  const int64_t m_tasks = (M + kMC - 1) / kMC;
+  int64_t task_panels = kNCPanels;  // B panels per task
+  const int64_t want_tasks = kTasksPerThread * at::get_num_threads();
+  while (task_panels > 1 && m_tasks * ((b_panels + task_panels - 1) / task_panels) < want_tasks) task_panels /= 2;
+  const int64_t nc = task_panels * nr;  // columns of C per task
+  const int64_t n_tasks = (b_panels + task_panels - 1) / task_panels;
   at::parallel_for(0, m_tasks * n_tasks, 1, [&](int64_t begin, int64_t end) {
     std::vector<acc_t> ap(static_cast<size_t>(kMC * kKC));
     std::vector<acc_t> c_tile(static_cast<size_t>(kMC * nc));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t i0 = (t / n_tasks) * kMC, mc = std::min(kMC, M - i0);
-      const int64_t p0 = (t % n_tasks) * kNCPanels;  // first B panel of the task
-      const int64_t np = std::min(kNCPanels, b_panels - p0);
+      const int64_t p0 = (t % n_tasks) * task_panels;  // first B panel of the task
+      const int64_t np = std::min(task_panels, b_panels - p0);
       const int64_t mp = (mc + kMR - 1) / kMR;  // A panels (the last one zero-padded)
       std::fill(c_tile.begin(), c_tile.end(), acc_t(0));
       for (int64_t k0 = 0; k0 < K; k0 += kKC) {
