@@ -103,7 +103,8 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T,
   const int s0 = blockIdx.z * sb;
   const int g = warp % groups, kg = warp / groups, k_groups = kWarps / groups;
   const int l = blockIdx.x * kLTile + lane * kV;  // this thread's first column
-  const int k_begin = blockIdx.y * a.kc, k_end = min(a.K, k_begin + a.kc);
+  // The last split's k_begin + kc may pass 2^31 (K close to it, rounded up): computed in 64 bits.
+  const int k_begin = blockIdx.y * a.kc, k_end = static_cast<int>(min(int64_t{a.K}, int64_t{k_begin} + a.kc));
   const bool full = a.vec && l + kV <= a.L;
   const T* p_rows[SR];  // this warp's rows of P (past S: the last row again, never stored)
 #pragma unroll
@@ -180,7 +181,8 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T,
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int s0 = blockIdx.z * SR;
   const int l0 = (blockIdx.x * kWarps + warp) * kCols;
-  const int k_begin = blockIdx.y * a.kc, k_end = min(a.K, k_begin + a.kc);
+  // The last split's k_begin + kc may pass 2^31 (K close to it, rounded up): computed in 64 bits.
+  const int k_begin = blockIdx.y * a.kc, k_end = static_cast<int>(min(int64_t{a.K}, int64_t{k_begin} + a.kc));
 
   Acc acc[SR][kCols] = {};
   for (int c0 = k_begin; c0 < k_end; c0 += kChunk) {
@@ -247,7 +249,7 @@ constexpr int kMmaCols = 128;  // Q columns per block
 constexpr int kMmaK = 64;      // k per slab (kKAlignRows: every split is whole slabs)
 constexpr int kMmaStages = 3;  // slabs in shared memory (54 KiB a block: 4 blocks fit an H100 SM)
 constexpr int kMmaWarpCols = kMmaCols / (kMmaThreads / 32);  // 32: four 8-column mma tiles a warp
-constexpr int kChunk = 8;                                    // 16-bit elements per 16-byte chunk
+constexpr int kChunkElems = 8;                               // 16-bit elements per 16-byte chunk
 constexpr int kPStageBytes = 16 * kMmaK * 2, kQStageBytes = kMmaK * kMmaCols * 2;
 constexpr int kMmaStageBytes = kPStageBytes + kQStageBytes;
 constexpr size_t kMmaSmemBytes = size_t{kMmaStages} * kMmaStageBytes;
@@ -268,14 +270,15 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
   __trap();  // the launcher takes this kernel on compute >= 8.0 only
 #else
   constexpr bool kBf16 = std::is_same_v<T, c10::BFloat16>;
-  constexpr int kPChunks = kMmaK / kChunk;                        // chunks per row of P's slab ...
-  constexpr int kQChunks = (kQCols ? kMmaK : kMmaCols) / kChunk;  // ... and of Q's
+  constexpr int kPChunks = kMmaK / kChunkElems;                        // chunks per row of P's slab ...
+  constexpr int kQChunks = (kQCols ? kMmaK : kMmaCols) / kChunkElems;  // ... and of Q's
   constexpr int kQRows = kQCols ? kMmaCols : kMmaK;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t smem0 = sm80::smem_addr(smem);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int l0 = blockIdx.x * kMmaCols;
-  const int k_begin = blockIdx.y * a.kc, k_end = min(a.K, k_begin + a.kc);
+  // The last split's k_begin + kc may pass 2^31 (K close to it, rounded up): computed in 64 bits.
+  const int k_begin = blockIdx.y * a.kc, k_end = static_cast<int>(min(int64_t{a.K}, int64_t{k_begin} + a.kc));
   const int slabs = (k_end - k_begin + kMmaK - 1) / kMmaK;
 
   // Copies slab `slab` of this split into the stage at shared address `stage`. P: 16 rows x kPChunks chunks, one
@@ -286,16 +289,17 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
   const auto copy_slab = [&](int slab, uint32_t stage) {
     const int k0 = k_begin + slab * kMmaK;
     {
-      const int r = tid / kPChunks, c = tid % kPChunks, k = k0 + c * kChunk;
+      const int r = tid / kPChunks, c = tid % kPChunks;
+      const int64_t k = int64_t{k0} + c * kChunkElems;
       const uint32_t dst = stage + mma_swizzle<kPChunks>(r, c);
-      const T* src = a.p + int64_t{r} * a.ps + int64_t{k} * a.pk;
-      if (a.p_vec && r < a.S && k + kChunk <= k_end) {
+      const T* src = a.p + int64_t{r} * a.ps + k * a.pk;
+      if (a.p_vec && r < a.S && k_end - k >= kChunkElems) {
         sm80::cp_async16_zfill(dst, src, true);
       } else {
-        const int n = r < a.S ? max(0, min(kChunk, k_end - k)) : 0;
-        alignas(16) T e[kChunk];
+        const int n = r < a.S ? static_cast<int>(max(int64_t{0}, min(int64_t{kChunkElems}, k_end - k))) : 0;
+        alignas(16) T e[kChunkElems];
 #pragma unroll
-        for (int i = 0; i < kChunk; ++i) e[i] = i < n ? src[int64_t{i} * a.pk] : T(0);
+        for (int i = 0; i < kChunkElems; ++i) e[i] = i < n ? src[int64_t{i} * a.pk] : T(0);
         sm80::st_shared16(dst, *reinterpret_cast<const uint4*>(e));
       }
     }
@@ -303,10 +307,11 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
     for (int i = 0; i < kQRows * kQChunks / kMmaThreads; ++i) {
       const int chunk = tid + i * kMmaThreads;
       const int r = chunk / kQChunks, c = chunk % kQChunks;
-      const int k = k0 + (kQCols ? c * kChunk : r), l = l0 + (kQCols ? r : c * kChunk);
+      const int64_t k = int64_t{k0} + (kQCols ? c * kChunkElems : r);
+      const int64_t l = int64_t{l0} + (kQCols ? r : c * kChunkElems);
       const bool ok = k < k_end && l < a.L;
-      sm80::cp_async16_zfill(stage + kPStageBytes + mma_swizzle<kQChunks>(r, c),
-                             ok ? a.q + int64_t{k} * a.qk + int64_t{l} * a.ql : a.q, ok);
+      sm80::cp_async16_zfill(stage + kPStageBytes + mma_swizzle<kQChunks>(r, c), ok ? a.q + k * a.qk + l * a.ql : a.q,
+                             ok);
     }
   };
 
@@ -340,7 +345,7 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
         } else {
           // "rows": k rows 16 ks + lane % 16, the chunk of column tile j (lanes < 16) or j + 1, transposed.
           sm80::ldmatrix_x4_trans(
-              r, stage + kPStageBytes + mma_swizzle<kQChunks>(16 * ks + lane % 16, col / kChunk + lane / 16));
+              r, stage + kPStageBytes + mma_swizzle<kQChunks>(16 * ks + lane % 16, col / kChunkElems + lane / 16));
         }
         const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         sm80::mma_m16n8k16<kBf16>(acc[j], pa, b0);
@@ -425,6 +430,8 @@ void launch_mma(const dim3& grid, const Args<T, at::opmath_type<T>>& args, int d
       if (device < kMaxDevices) configured[device] = true;
     }
     kernel<<<grid, kMmaThreads, kMmaSmemBytes, stream>>>(args);
+  } else {
+    TORCH_CHECK(false, "cuda_kernels.matmul: step 14's mma kernel takes float16 and bfloat16 only");
   }
 }
 
@@ -437,7 +444,7 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   // (compute >= 8.0), S <= 16 (one mma's rows; forced on more, S is split over grid.z by the other kernels).
   bool mma = false;
   if constexpr (sizeof(T) == 2) {
-    mma = args.vec && (cols ? K % kChunk == 0 : L % kChunk == 0) && S <= 16 && S >= mma_min_rows() &&
+    mma = args.vec && (cols ? K % kChunkElems == 0 : L % kChunkElems == 0) && S <= 16 && S >= mma_min_rows() &&
           detail::cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 8;
   }
   const int sr = rows_per_thread(S, cols, sizeof(T));

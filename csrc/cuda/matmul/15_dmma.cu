@@ -12,7 +12,8 @@
 //    C[g][2t], C[g][2t + 1], C[g + 8][2t], C[g + 8][2t + 1]. There is no ldmatrix for 8-byte elements, so they
 //    are plain 8-byte shared-memory loads.
 // Everything around it is step 6's and step 8's plan, in doubles:
-//  - 128 x 128 block tiles, 8 warps of 64 x 32 (4 x 4 mma tiles: 64 accumulators per thread), 16-deep k slabs.
+//  - 128 x 128 block tiles, 8 warps of 64 x 32 (4 x 4 mma tiles: 64 accumulators per thread), k slabs 32 (or 16)
+//    deep (Config below).
 //  - A kStages-deep cp.async pipeline (16-byte copies when rows are 16-byte aligned, else 8-byte ones), edges
 //    zero-filled by the copy itself.
 //  - Shared-memory rows padded so that the fragment loads are free of bank conflicts: 8-byte loads are served
@@ -107,7 +108,7 @@ __device__ __forceinline__ void load_slab(double* as, double* bs, const double* 
 #pragma unroll
   for (int i = 0; i < kACopies / kThreads; ++i) {
     const int c = threadIdx.x + i * kThreads;
-    const int r = c / (kBK / kW), col = (c % (kBK / kW)) * kW;  // a warp copies whole 128-byte rows
+    const int r = c / (kBK / kW), col = (c % (kBK / kW)) * kW;  // a warp copies whole rows (kBK doubles each)
     const int64_t gr = row0 + r, gk = k0 + col;
     const bool valid = gr < M && gk < K;
     const double* src = valid ? A + gr * K + gk : A;

@@ -108,10 +108,12 @@ void launch_12_tuned_tiles(const at::Tensor& a, const at::Tensor& b, at::Tensor&
 void launch_13_tf32_wgmma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 // Step 14 (every dtype, any GPU, any strides; variant 0 takes it when M or N <= kSkinnyMaxSide): the big operand
 // streamed once with 16-byte loads (a thread per 16 bytes of its rows, or a warp per few of its columns, by its
-// layout), K split over blocks, deterministic reduction of the splits.
+// layout; float16/bfloat16 on compute >= 8.0 through mma.sync, the small operand as the A fragment), K split over
+// blocks, deterministic reduction of the splits.
 void launch_14_skinny(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 // Step 15 (float64, sm_80+): float64 on the tensor cores: mma.sync .f64 (m16n8k4 on sm_90, m8n8k4 on sm_80), a
-// 4-stage cp.async pipeline, 128 x 128 block and 64 x 32 warp tiles, padded conflict-free shared memory.
+// cp.async pipeline (32-deep slabs in 3 stages where shared memory allows), 128 x 128 block and 64 x 32 warp
+// tiles, padded conflict-free shared memory.
 void launch_15_dmma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c);
 // True when this binary holds sm_90a code and `device` is compute 9.0 (09_wgmma_tma.cu).
 bool wgmma_available(int device);
