@@ -53,4 +53,19 @@ inline bool is_aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
+// CUDA's limit on gridDim.x.
+constexpr int64_t kMaxGridX = 2147483647;
+
+// Lets kKernel use `bytes` of dynamic shared memory on `device` (above 48 KiB a kernel must opt in), once per device
+// and kernel. (The Hopper steps have hopper::opt_in_smem, which returns the error instead: the standalone harness
+// compiles them without c10.)
+template <auto kKernel>
+void opt_in_dynamic_smem(std::size_t bytes, int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> done[kMaxDevices] = {};
+  if (device < kMaxDevices && done[device].load(std::memory_order_relaxed)) return;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  if (device < kMaxDevices) done[device].store(true, std::memory_order_relaxed);
+}
+
 }  // namespace cuda_kernels

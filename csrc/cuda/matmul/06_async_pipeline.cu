@@ -56,7 +56,6 @@ namespace {
 constexpr int kAPad = 4;    // extra words per As row: keeps 16-byte alignment, makes the transposing copies
                             // of a warp (8 k x 4 rows) land in 32 different banks
 constexpr int kGroupM = 8;  // row tiles per group in the block order (L2 reuse)
-constexpr int64_t kMaxGridX = 2147483647;  // CUDA's limit on gridDim.x
 
 // A block tile configuration. kBM x kBN outputs per block, kBK-deep slabs, kWM x kWN per warp, kTM x kTN per
 // thread (in 4 x 4 sub-tiles), kStages shared-memory slabs, and the minimum blocks per SM given to

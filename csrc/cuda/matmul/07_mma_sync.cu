@@ -45,7 +45,6 @@ constexpr int kTilesM = kWM / kMmaM, kTilesN = kWN / kMmaN;
 constexpr int kChunk = 8;  // 16-bit elements per 16-byte chunk (one ldmatrix row, one vector load)
 constexpr int kPad = 8;    // elements added to every shared row: 16 bytes, see the header
 constexpr int kAStride = kBK + kPad, kBStride = kBN + kPad;  // shared row pitches in elements
-constexpr int64_t kMaxGridX = 2147483647;
 static_assert(kTilesN % 2 == 0, "B fragments are loaded two 8-column tiles per ldmatrix.x4");
 static_assert((kBM * kBK / kChunk) % kThreads == 0 && (kBK * kBN / kChunk) % kThreads == 0);
 

@@ -40,7 +40,6 @@ constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // the shape of one mma.sync.m
 constexpr int kGroupM = 8;                        // row tiles per group in the block order (L2 reuse)
 constexpr int kChunk = 8;                         // 16-bit elements per 16-byte chunk
 constexpr int kElemBytes = 2;
-constexpr int64_t kMaxGridX = 2147483647;
 
 // Swizzled byte offset of chunk c (16 bytes = 8 elements) of row r in a row-major tile whose rows are
 // kChunksPerRow chunks long. A 128-byte span covers all 32 banks once, so "no bank conflict" means that the 8
@@ -279,15 +278,8 @@ template <class Cfg, bool kBf16, bool kVec>
 void launch_typed(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
   using T = typename Elem<kBf16>::type;
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  auto* kernel = &matmul_kernel_08_mma_pipeline<Cfg, kBf16, kVec>;
-  constexpr int kMaxDevices = 64;
-  static bool configured[kMaxDevices] = {};  // benign race: setting the attribute twice is harmless
-  const int device = c.get_device();
-  if (device >= kMaxDevices || !configured[device]) {
-    C10_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::kSmemBytes)));
-    if (device < kMaxDevices) configured[device] = true;
-  }
+  constexpr auto* kernel = &matmul_kernel_08_mma_pipeline<Cfg, kBf16, kVec>;
+  opt_in_dynamic_smem<kernel>(Cfg::kSmemBytes, c.get_device());
   const int64_t tiles = ceil_div<int64_t>(M, Cfg::kBM) * ceil_div<int64_t>(N, Cfg::kBN);
   TORCH_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();

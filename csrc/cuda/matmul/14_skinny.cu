@@ -395,13 +395,18 @@ int rows_per_thread(int S, bool cols, int element_size) {
 // 2 for "mma" and for "cols" at one row, 4 for the others (H100, docs/matmul.md: "mma" at 16 rows 0.86x -> 0.91x
 // torch.mm with 2, "cols" at one row 0.84x -> 0.87x, "cols" at 16 rows 0.40x -> 0.36x).
 constexpr int kBlocksPerSmFew = 2, kBlocksPerSmMany = 4;
-int blocks_per_sm_target(int default_target) {
-  const char* env = std::getenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM");
-  if (env == nullptr || env[0] == '\0') return default_target;
+
+// A tuning switch read at every call: the environment variable `name` as a positive number of `unit`, or
+// `fallback` when it is unset or empty; anything else is a clear error.
+int positive_env_int(const char* name, int fallback, const char* unit) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || env[0] == '\0') return fallback;
   const int v = std::atoi(env);
-  TORCH_CHECK(v > 0, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM=", env,
-              " is not a positive number of blocks");
+  TORCH_CHECK(v > 0, "cuda_kernels.matmul: ", name, "=", env, " is not a positive number of ", unit);
   return v;
+}
+int blocks_per_sm_target(int default_target) {
+  return positive_env_int("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", default_target, "blocks");
 }
 
 // The "mma" kernel takes 16-bit problems with at least this many rows: all, as it measured faster than the "rows"
@@ -409,12 +414,7 @@ int blocks_per_sm_target(int default_target) {
 // tuning switch CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS (read at every call) overrides it; 17 turns it off.
 constexpr int kMmaMinRows = 1;
 int mma_min_rows() {
-  const char* env = std::getenv("CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS");
-  if (env == nullptr || env[0] == '\0') return kMmaMinRows;
-  const int v = std::atoi(env);
-  TORCH_CHECK(v > 0, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS=", env,
-              " is not a positive number of rows");
-  return v;
+  return positive_env_int("CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS", kMmaMinRows, "rows");
 }
 
 // Launches the "mma" kernel (launch_typed asks for it with 16-bit T only).
@@ -422,13 +422,7 @@ template <typename T, bool kQCols>
 void launch_mma(const dim3& grid, const Args<T, at::opmath_type<T>>& args, int device, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
     constexpr auto* kernel = &matmul_kernel_14_skinny_mma<T, kQCols>;
-    constexpr int kMaxDevices = 64;
-    static bool configured[kMaxDevices] = {};  // benign race: setting the attribute twice is harmless
-    if (device >= kMaxDevices || !configured[device]) {
-      C10_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMmaSmemBytes)));
-      if (device < kMaxDevices) configured[device] = true;
-    }
+    opt_in_dynamic_smem<kernel>(kMmaSmemBytes, device);
     kernel<<<grid, kMmaThreads, kMmaSmemBytes, stream>>>(args);
   } else {
     TORCH_CHECK(false, "cuda_kernels.matmul: step 14's mma kernel takes float16 and bfloat16 only");

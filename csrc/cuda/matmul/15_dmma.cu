@@ -218,16 +218,9 @@ template <class Cfg, bool kVec>
 void launch_typed(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   constexpr auto* kernel = &matmul_kernel_15_dmma<Cfg, kVec>;
-  constexpr int kMaxDevices = 64;
-  static bool configured[kMaxDevices] = {};  // benign race: setting the attribute twice is harmless
-  const int device = c.get_device();
-  if (device >= kMaxDevices || !configured[device]) {
-    C10_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::kSmemBytes)));
-    if (device < kMaxDevices) configured[device] = true;
-  }
+  opt_in_dynamic_smem<kernel>(Cfg::kSmemBytes, c.get_device());
   const int64_t tiles = ceil_div<int64_t>(M, kBM) * ceil_div<int64_t>(N, kBN);
-  TORCH_CHECK(tiles <= 2147483647, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  TORCH_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
   kernel<<<static_cast<unsigned>(tiles), kThreads, Cfg::kSmemBytes, c10::cuda::getCurrentCUDAStream().stream()>>>(
       a.const_data_ptr<double>(), b.const_data_ptr<double>(), c.mutable_data_ptr<double>(), M, N, K);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
