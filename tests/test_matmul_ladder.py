@@ -305,7 +305,9 @@ def _skinny_kernels(a: torch.Tensor, b: torch.Tensor) -> set[str]:
 @requires_profiler
 def test_skinny_blocks_per_sm_switch(monkeypatch):
     """CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM sets how far step 14 splits K: 1 block per SM leaves a 1 x 65536 x 512
-    product (512 column tiles) unsplit, so no reduction kernel runs; 64 splits it. A bad value is a clear error."""
+    product (512 column tiles) unsplit, so no reduction kernel runs; 64 splits it (clusters off, so the splits add
+    up in the reduce kernel). A bad value is a clear error."""
+    monkeypatch.setenv(CLUSTER_ENV, "1")
     a = rand(1, 512, device="cuda", seed=_seed("bps", "a"))
     b = rand(512, 65536, device="cuda", seed=_seed("bps", "b"))
     monkeypatch.setenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", "1")
@@ -318,6 +320,87 @@ def test_skinny_blocks_per_sm_switch(monkeypatch):
 
 
 MMA_ROWS_ENV = "CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS"
+CLUSTER_ENV = "CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS"
+
+
+def _clusters_here() -> bool:
+    """Whether step 14 adds up its K splits in clusters here: an sm_90+ GPU and a build with sm_90+ code."""
+    cc = torch.cuda.get_device_capability()
+    built = [
+        tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", arch).groups()) for arch in cuda_kernels.build_info()["archs"]
+    ]
+    return cc >= (9, 0) and any((9, 0) <= arch <= cc for arch in built)
+
+
+@requires_cuda
+@requires_profiler
+@pytest.mark.gpu
+def test_skinny_cluster_switch(monkeypatch):
+    """On sm_90 step 14's K splits form a cluster and add up in distributed shared memory: one kernel, no reduce
+    kernel (every result checked against the reference), except where the reduce kernel measured faster (float64,
+    "rows" at more than 8 rows). CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS caps the splits of a cluster (1: clusters
+    off, the reduce kernel runs; up to 16 on an H100); a bad value is a clear error. On older GPUs the reduce kernel
+    always runs."""
+    cases = {  # name: (a, b) of a product whose K step 14 splits, whether it takes clusters where there are any
+        "rows": (rand(1, 4096, seed=_seed("cl", 1)), rand(4096, 1024, seed=_seed("cl", 2)), True),
+        "rows8": (rand(8, 4096, seed=_seed("cl", 3)), rand(4096, 1024, seed=_seed("cl", 4)), True),
+        "rows16": (rand(16, 4096, seed=_seed("cl", 3)), rand(4096, 1024, seed=_seed("cl", 4)), False),
+        "cols": (rand(1024, 4096, seed=_seed("cl", 5)), rand(4096, 1, seed=_seed("cl", 6)), True),
+        "mma": (
+            rand(16, 4096, dtype=torch.bfloat16, seed=_seed("cl", 7)),
+            rand(4096, 1024, dtype=torch.bfloat16),
+            True,
+        ),
+        "float64": (
+            rand(9, 4096, dtype=torch.float64, seed=_seed("cl", 8)),
+            rand(4096, 520, dtype=torch.float64),
+            False,
+        ),
+    }
+    for name, (a, b, takes) in cases.items():
+        a, b = a.cuda(), b.cuda()
+        monkeypatch.delenv(CLUSTER_ENV, raising=False)
+        kernels = _skinny_kernels(a, b)
+        assert ("matmul_kernel_14_skinny_reduce" in kernels) != (takes and _clusters_here()), (name, kernels)
+        monkeypatch.setenv(CLUSTER_ENV, "1")
+        assert "matmul_kernel_14_skinny_reduce" in _skinny_kernels(a, b), name
+        if takes and _clusters_here():
+            for cap in ("2", "16"):  # few splits, and the non-portable size
+                monkeypatch.setenv(CLUSTER_ENV, cap)
+                assert "matmul_kernel_14_skinny_reduce" not in _skinny_kernels(a, b), (name, cap)
+    monkeypatch.setenv(CLUSTER_ENV, "0")
+    with pytest.raises(RuntimeError, match=rf"{OP}: {CLUSTER_ENV}=0 is not a positive number of splits"):
+        cuda_kernels.matmul(*[t.cuda() for t in cases["rows"][:2]], variant=min(SKINNY_STEPS))
+
+
+# (S, K, L) for the CUDA-core "rows" kernel in float32 / float64: S on both sides of 4 and 8 rows (P by broadcast
+# loads, or staged in shared memory 64 k at a time: K tails of the chunk), K split or not, L with a tail past the
+# block's columns.
+ROWS_SHAPES = [(s, k, n) for s in (1, 3, 5, 8, 9, 16) for k, n in [(3, 8), (100, 133), (4099, 260), (200, 4100)]]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("clusters", ["default", "off"])
+@pytest.mark.parametrize("q_layout", ["rows", "strided"])
+def test_skinny_rows_shapes(monkeypatch, dtype, clusters, q_layout):
+    """The "rows" kernel gives the product at every S <= 16 (P by broadcast loads up to 4 rows, staged in shared
+    memory from 5), K tails and splits, L tails, with Q's rows 16-byte loads or (a strided Q) element by element, P
+    contiguous or transposed, with the splits added in clusters (sm_90) or by the reduce kernel."""
+    if clusters == "off":
+        monkeypatch.setenv(CLUSTER_ENV, "1")
+    (skinny,) = SKINNY_STEPS
+    for s, k, n in ROWS_SHAPES:
+        seed = _seed("rows-shapes", dtype, s, k, n)
+        a = rand(s, k, dtype=dtype, device="cuda", seed=seed)
+        b = rand(k, n, dtype=dtype, device="cuda", seed=seed + 1)
+        if q_layout == "strided":
+            b = rand(k, n + 1, dtype=dtype, device="cuda", seed=seed + 1)[:, 1:]  # rows 16-byte misaligned
+            a = rand(k, s, dtype=dtype, device="cuda", seed=seed).t()  # P along k strided
+        out = cuda_kernels.matmul(a, b, variant=skinny)
+        ok, message = check_matmul(a, b, out)
+        assert ok, f"{s}x{n}x{k} ({q_layout} Q): {message}"
 
 
 @requires_cuda

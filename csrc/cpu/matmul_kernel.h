@@ -254,6 +254,10 @@ void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64
   pack_b(b, K, N, bp.data());
 
   const int64_t m_tasks = (M + kMC - 1) / kMC;
+  // Rows per task: M shared evenly by the m_tasks row blocks, in whole A panels (512 rows: 8 blocks of 66 rows, not
+  // 7 of 72 and one of 8, which left a thread with a full task while another had almost nothing).
+  const int64_t m_rows = (M + m_tasks - 1) / m_tasks;
+  const int64_t mc_task = (m_rows + kMR - 1) / kMR * kMR;  // <= kMC: kMC is a multiple of kMR
   int64_t task_panels = kNCPanels;  // B panels per task
   const int64_t want_tasks = kTasksPerThread * at::get_num_threads();
   while (task_panels > 1 && m_tasks * ((b_panels + task_panels - 1) / task_panels) < want_tasks) task_panels /= 2;
@@ -263,7 +267,7 @@ void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64
     std::vector<acc_t> ap(static_cast<size_t>(kMC * kKC));
     std::vector<acc_t> c_tile(static_cast<size_t>(kMC * nc));
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t i0 = (t / n_tasks) * kMC, mc = std::min(kMC, M - i0);
+      const int64_t i0 = (t / n_tasks) * mc_task, mc = std::min(mc_task, M - i0);
       const int64_t p0 = (t % n_tasks) * task_panels;  // first B panel of the task
       const int64_t np = std::min(task_panels, b_panels - p0);
       const int64_t mp = (mc + kMR - 1) / kMR;  // A panels (the last one zero-padded)

@@ -68,4 +68,22 @@ void opt_in_dynamic_smem(std::size_t bytes, int device) {
   if (device < kMaxDevices) done[device].store(true, std::memory_order_relaxed);
 }
 
+// The virtual architecture (major * 10 + minor: the __CUDA_ARCH__ / 10 its device code saw) of the code of kKernel
+// that runs on the current device, once per device and kernel: an H100 runs a binary built for sm_80 only through
+// its compute_80 code, so whether a kernel may use an sm_90 feature (clusters) is a question for the binary, not
+// for the GPU.
+template <auto kKernel>
+int kernel_ptx_version(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};  // 0 = not read yet
+  if (device < kMaxDevices) {
+    const int cached = cache[device].load(std::memory_order_relaxed);
+    if (cached != 0) return cached;
+  }
+  cudaFuncAttributes attr{};
+  C10_CUDA_CHECK(cudaFuncGetAttributes(&attr, kKernel));
+  if (device < kMaxDevices) cache[device].store(attr.ptxVersion, std::memory_order_relaxed);
+  return attr.ptxVersion;
+}
+
 }  // namespace cuda_kernels

@@ -18,9 +18,11 @@
 //    reading), so this one runs them on the tensor cores: a 16-row mma.sync (m16n8k16) takes P's S rows (zero
 //    rows past S) as its A fragment, slabs of Q come through a cp.async pipeline into swizzled shared memory
 //    (step 8's layout) in Q's own layout, a block of 4 warps covers 128 columns.
-// All split K over blocks (grid.y) until the GPU has about kBlocksPerSm* blocks per SM; the splits' partial sums
-// (fp32, fp64 for fp64) go to a workspace and matmul_kernel_14_skinny_reduce adds them in a fixed order
-// (deterministic) and rounds to the output dtype. Forced (variant=14) on any other shape it still computes the
+// All split K over blocks (grid.y) until the GPU has about kBlocksPerSm* blocks per SM. On sm_90 the splits of one
+// output tile form a cluster and add up through distributed shared memory before the kernel ends (at most
+// kMaxClusterSplits of them); elsewhere their partial sums (fp32, fp64 for fp64) go to a workspace and
+// matmul_kernel_14_skinny_reduce adds them. Both add the splits in split order (deterministic, and the two paths
+// round alike) and round to the output dtype. Forced (variant=14) on any other shape it still computes the
 // right result, S rows at a time over grid.z, just slowly.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -28,10 +30,12 @@
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
+#include <cooperative_groups.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <utility>
 
 #include "cuda/matmul/ladder.h"
 #include "cuda/matmul/mma_sm80.cuh"
@@ -63,11 +67,12 @@ struct Args {
   int64_t qk, ql;
   T* c;
   int64_t cs, cl;
-  Acc* partial;  // nullptr: one split, results go straight to c
+  Acc* partial;  // nullptr: one split, or a cluster's splits; results go straight to c
   int S, L, K;
-  int kc;      // k per split (a multiple of 32 lanes x kVec for "cols")
-  bool vec;    // Q's 16-byte loads allowed: aligned base and a pitch that keeps every vector aligned
-  bool p_vec;  // the same for P along k ("cols")
+  int kc;       // k per split (a multiple of 32 lanes x kVec for "cols")
+  bool vec;     // Q's 16-byte loads allowed: aligned base and a pitch that keeps every vector aligned
+  bool p_vec;   // the same for P along k ("cols")
+  int cluster;  // > 1: grid.y's K splits are one cluster of this many blocks, added up by cluster_sum_store
 };
 
 template <typename T, typename Acc>
@@ -79,6 +84,33 @@ __device__ __forceinline__ void store_out(const Args<T, Acc>& a, int s, int l, A
   }
 }
 
+// The cluster's way of adding up K splits (a.cluster > 1, sm_90): every block holds its sums in its own shared
+// memory, `tile` (n of them; where(i, s, l) names output i's place, s >= S or l >= L for none); the blocks of the
+// cluster are the splits, and each adds up a share of the outputs over all of them, reading the others' tiles
+// through distributed shared memory, in split order as the reduce kernel does, and stores it. No workspace, no
+// second launch.
+template <typename T, typename Acc, typename Where>
+__device__ __forceinline__ void cluster_sum_store(const Args<T, Acc>& a, Acc* tile, int n, Where where) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's tile is complete
+  const int splits = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  for (int i = rank * static_cast<int>(blockDim.x) + threadIdx.x; i < n; i += splits * static_cast<int>(blockDim.x)) {
+    int s, l;
+    where(i, s, l);
+    if (s < a.S && l < a.L) {
+      Acc sum = 0;
+      for (int r = 0; r < splits; ++r) sum += cluster.map_shared_rank(tile, r)[i];
+      a.c[s * a.cs + l * a.cl] = static_cast<T>(sum);
+    }
+  }
+  cluster.sync();  // no block exits (freeing its tile) while another still reads it
+#else
+  __trap();  // the launcher asks for clusters only of code built for sm_90+
+#endif
+}
+
 // Loads kV elements of T (16 bytes) as Acc.
 template <typename T, typename Acc, int kV>
 __device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
@@ -88,16 +120,27 @@ __device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
   for (int v = 0; v < kV; ++v) dst[v] = static_cast<Acc>(e[v]);
 }
 
-// "rows": Q[k][l..] contiguous along l. Block: l tile of 32 * kVec columns (blockIdx.x), split blockIdx.y of k,
+// "rows": Q[k][l..] contiguous along l. Block: l tile of 32 * kV columns (blockIdx.x), split blockIdx.y of k,
 // rows [blockIdx.z * kSB, + kSB) of S, kSB = SR * groups (groups: 1, 2 or 4 by S). Warp w: s group
-// w % groups (SR rows), k group w / groups (every kWarps / groups-th k of the split). P[s][k] is the same for
-// every lane of a warp: one broadcast load, from L1 after the first block (P is small).
+// w % groups (SR rows), k group w / groups (every kWarps / groups-th k of the split).
+// P's values: with few rows (SR < kPSharedRows) a thread loads P[s][k] for its SR rows, the same for every lane of
+// a warp: one broadcast load each, from L1 after the first block (P is small). With many rows those loads, one per
+// kV FMAs, are what the kernel would wait on; so there (groups = 1) the block stages kPRowsK k of its SR rows of P
+// k-major in shared memory (pt[k][r]), and a thread reads one k's SR values as 16-byte loads (a broadcast too: the
+// whole warp reads one address).
+constexpr int kPRowsK = 64;  // k of P staged at a time
+constexpr int kPSharedRows = 8;
 template <typename T, typename Acc, int SR>
 __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T, Acc> a, int groups) {
   constexpr int kV = vec_of<T>();
   constexpr int kLTile = 32 * kV;
-  constexpr int kSBMax = kMaxGroups * SR;
+  constexpr bool kPShared = SR >= kPSharedRows;
+  constexpr int kSBMax = kPShared ? SR : kMaxGroups * SR;
+  constexpr int kAccVec = 16 / sizeof(Acc);  // Acc values per 16-byte load
+  // One 16-byte pad after each k's SR values: the staging stores of consecutive k spread over the banks.
+  constexpr int kPtPitch = SR + kAccVec;
   __shared__ Acc red[kSBMax][kLTile];  // the warps' sums
+  __shared__ __align__(16) Acc pt[kPShared ? kPRowsK : 1][kPtPitch];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sb = SR * groups;
   const int s0 = blockIdx.z * sb;
@@ -106,44 +149,106 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T,
   // The last split's k_begin + kc may pass 2^31 (K close to it, rounded up): computed in 64 bits.
   const int k_begin = blockIdx.y * a.kc, k_end = static_cast<int>(min(int64_t{a.K}, int64_t{k_begin} + a.kc));
   const bool full = a.vec && l + kV <= a.L;
-  const T* p_rows[SR];  // this warp's rows of P (past S: the last row again, never stored)
-#pragma unroll
-  for (int r = 0; r < SR; ++r) p_rows[r] = a.p + int64_t{min(s0 + g * SR + r, a.S - 1)} * a.ps;
 
   Acc acc[SR][kV] = {};
-  if (full) {
-    // kU k steps loaded (Q's vectors and P's values) before any is used: loads in flight are what a memory-bound
-    // kernel runs on.
-    constexpr int kU = SR >= 8 ? 4 : 8;
-    for (int k0 = k_begin + kg; k0 < k_end; k0 += kU * k_groups) {
-      uint4 raw[kU];
-      Acc pv[kU][SR];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int k = k0 + u * k_groups;
-        const bool in = k < k_end;
-        raw[u] = in ? __ldg(reinterpret_cast<const uint4*>(a.q + k * a.qk + l)) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int r = 0; r < SR; ++r) pv[u][r] = in ? static_cast<Acc>(p_rows[r][k * a.pk]) : Acc(0);
+  if constexpr (kPShared) {
+    for (int c0 = k_begin; c0 < k_end; c0 += kPRowsK) {
+      const int chunk = min(kPRowsK, k_end - c0);
+      __syncthreads();  // the previous chunk's readers are done
+      for (int i = threadIdx.x; i < SR * kPRowsK; i += kThreads) {
+        const int r = i / kPRowsK, k = i % kPRowsK;  // consecutive threads read consecutive k of one row
+        const T* src = a.p + int64_t{min(s0 + r, a.S - 1)} * a.ps + int64_t{c0 + k} * a.pk;  // past S: the last row
+        pt[k][r] = k < chunk ? static_cast<Acc>(*src) : Acc(0);
       }
+      __syncthreads();
+      // One k's SR values of P, from the staged chunk.
+      const auto p_at = [&](int kk, Acc(&pv)[SR]) {
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const T* e = reinterpret_cast<const T*>(&raw[u]);
+        for (int j = 0; j < SR; j += kAccVec) {
+          const uint4 raw = *reinterpret_cast<const uint4*>(&pt[kk][j]);
+          const Acc* e = reinterpret_cast<const Acc*>(&raw);
 #pragma unroll
-        for (int r = 0; r < SR; ++r)
+          for (int v = 0; v < kAccVec; ++v) pv[j + v] = e[v];
+        }
+      };
+      if (full) {
+        // kU vectors of Q loaded before any is used: loads in flight are what a memory-bound kernel runs on.
+        constexpr int kU = 4;
+        for (int kk0 = kg; kk0 < chunk; kk0 += kU * k_groups) {
+          uint4 raw[kU];
 #pragma unroll
-          for (int v = 0; v < kV; ++v) acc[r][v] += pv[u][r] * static_cast<Acc>(e[v]);
+          for (int u = 0; u < kU; ++u) {
+            const int kk = kk0 + u * k_groups;
+            raw[u] = kk < chunk ? __ldg(reinterpret_cast<const uint4*>(a.q + int64_t{c0 + kk} * a.qk + l))
+                                : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+          for (int u = 0; u < kU; ++u) {
+            const int kk = kk0 + u * k_groups;
+            if (kk < chunk) {  // (pt past the chunk may hold anything: skipped, not multiplied by zero)
+              Acc pv[SR];
+              p_at(kk, pv);
+              const T* e = reinterpret_cast<const T*>(&raw[u]);
+#pragma unroll
+              for (int r = 0; r < SR; ++r)
+#pragma unroll
+                for (int v = 0; v < kV; ++v) acc[r][v] += pv[r] * static_cast<Acc>(e[v]);
+            }
+          }
+        }
+      } else {
+        // Q's last columns, or a layout without 16-byte loads: element by element.
+        for (int kk = kg; kk < chunk; kk += k_groups) {
+          Acc pv[SR];
+          p_at(kk, pv);
+          const T* src = a.q + int64_t{c0 + kk} * a.qk + int64_t{l} * a.ql;
+#pragma unroll
+          for (int v = 0; v < kV; ++v) {
+            const Acc q = l + v < a.L ? static_cast<Acc>(src[v * a.ql]) : Acc(0);
+#pragma unroll
+            for (int r = 0; r < SR; ++r) acc[r][v] += pv[r] * q;
+          }
+        }
       }
     }
   } else {
-    // Q's last columns, or a layout without 16-byte loads: element by element.
-    for (int k = k_begin + kg; k < k_end; k += k_groups) {
-      const T* src = a.q + k * a.qk + int64_t{l} * a.ql;
+    const T* p_rows[SR];  // this warp's rows of P (past S: the last row again, never stored)
 #pragma unroll
-      for (int v = 0; v < kV; ++v) {
-        const Acc q = l + v < a.L ? static_cast<Acc>(src[v * a.ql]) : Acc(0);
+    for (int r = 0; r < SR; ++r) p_rows[r] = a.p + int64_t{min(s0 + g * SR + r, a.S - 1)} * a.ps;
+    if (full) {
+      // kU k steps loaded (Q's vectors and P's values) before any is used: loads in flight are what a memory-bound
+      // kernel runs on.
+      constexpr int kU = 8;
+      for (int k0 = k_begin + kg; k0 < k_end; k0 += kU * k_groups) {
+        uint4 raw[kU];
+        Acc pv[kU][SR];
 #pragma unroll
-        for (int r = 0; r < SR; ++r) acc[r][v] += static_cast<Acc>(p_rows[r][k * a.pk]) * q;
+        for (int u = 0; u < kU; ++u) {
+          const int k = k0 + u * k_groups;
+          const bool in = k < k_end;
+          raw[u] = in ? __ldg(reinterpret_cast<const uint4*>(a.q + k * a.qk + l)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+          for (int r = 0; r < SR; ++r) pv[u][r] = in ? static_cast<Acc>(p_rows[r][k * a.pk]) : Acc(0);
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const T* e = reinterpret_cast<const T*>(&raw[u]);
+#pragma unroll
+          for (int r = 0; r < SR; ++r)
+#pragma unroll
+            for (int v = 0; v < kV; ++v) acc[r][v] += pv[u][r] * static_cast<Acc>(e[v]);
+        }
+      }
+    } else {
+      // Q's last columns, or a layout without 16-byte loads: element by element.
+      for (int k = k_begin + kg; k < k_end; k += k_groups) {
+        const T* src = a.q + k * a.qk + int64_t{l} * a.ql;
+#pragma unroll
+        for (int v = 0; v < kV; ++v) {
+          const Acc q = l + v < a.L ? static_cast<Acc>(src[v * a.ql]) : Acc(0);
+#pragma unroll
+          for (int r = 0; r < SR; ++r) acc[r][v] += static_cast<Acc>(p_rows[r][k * a.pk]) * q;
+        }
       }
     }
   }
@@ -161,10 +266,20 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T,
     }
     __syncthreads();
   }
-  for (int i = threadIdx.x; i < sb * kLTile; i += kThreads) {
-    const int r = i / kLTile, v = i % kLTile / 32, ln = i % 32;
-    const int s = s0 + r, col = blockIdx.x * kLTile + ln * kV + v;
-    if (s < a.S && col < a.L) store_out(a, s, col, red[r][i % kLTile]);
+  // red[r][i] is out[s0 + r][column of lane i % 32, element i / 32].
+  const auto where = [&](int i, int& s, int& col) {
+    const int r = i / kLTile, x = i % kLTile;
+    s = s0 + r;
+    col = blockIdx.x * kLTile + x % 32 * kV + x / 32;
+  };
+  if (a.cluster > 1) {
+    cluster_sum_store(a, &red[0][0], sb * kLTile, where);
+  } else {
+    for (int i = threadIdx.x; i < sb * kLTile; i += kThreads) {
+      int s, col;
+      where(i, s, col);
+      if (s < a.S && col < a.L) store_out(a, s, col, red[i / kLTile][i % kLTile]);
+    }
   }
 }
 
@@ -178,6 +293,7 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T,
   constexpr int kV = vec_of<T>();
   constexpr int kChunk = kPChunkBytes / sizeof(T);  // k per chunk: a multiple of 32 lanes x kV
   __shared__ __align__(16) T ps[SR][kChunk];
+  __shared__ Acc sums[SR][kWarps * kCols];  // the block's sums, when a cluster adds up the splits
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int s0 = blockIdx.z * SR;
   const int l0 = (blockIdx.x * kWarps + warp) * kCols;
@@ -234,8 +350,21 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T,
       Acc v = acc[r][j];
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-      if (lane == (r * kCols + j) % 32 && s0 + r < a.S && l0 + j < a.L) store_out(a, s0 + r, l0 + j, v);
+      if (lane == (r * kCols + j) % 32) {
+        if (a.cluster > 1) {
+          sums[r][warp * kCols + j] = v;
+        } else if (s0 + r < a.S && l0 + j < a.L) {
+          store_out(a, s0 + r, l0 + j, v);
+        }
+      }
     }
+  }
+  if (a.cluster > 1) {
+    constexpr int kBlockCols = kWarps * kCols;
+    cluster_sum_store(a, &sums[0][0], SR * kBlockCols, [&](int i, int& s, int& l) {
+      s = s0 + i / kBlockCols;
+      l = blockIdx.x * kBlockCols + i % kBlockCols;
+    });
   }
 }
 
@@ -358,6 +487,21 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
   sm80::cp_async_wait<0>();
   // acc[j][h] is out[g + 8 (h / 2)][l0 + warp's columns + 8 j + 2 t + h % 2] (g = lane / 4, t = lane % 4).
   const int g = lane / 4, t = lane % 4;
+  if (a.cluster > 1) {
+    // The block's 16 x kMmaCols sums go to shared memory (the stages, now read by no one) for the cluster.
+    __syncthreads();
+    float* tile = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int j = 0; j < kMmaWarpCols / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 4; ++h)
+        tile[(g + 8 * (h / 2)) * kMmaCols + warp * kMmaWarpCols + 8 * j + 2 * t + h % 2] = acc[j][h];
+    cluster_sum_store(a, tile, 16 * kMmaCols, [&](int i, int& s, int& l) {
+      s = i / kMmaCols;
+      l = l0 + i % kMmaCols;
+    });
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kMmaWarpCols / 8; ++j) {
 #pragma unroll
@@ -381,13 +525,16 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_reduce(Args<
   }
 }
 
-// Rows of S per thread ("rows") or per block ("cols"), by S. For 16 rows "rows" gives each thread 8 (4 for 16-bit
-// types, whose threads hold twice the columns: 8 x 8 accumulators left one block per SM, too few loads in flight)
-// and splits the rest over warps.
+// Rows of S per thread ("rows") or per block ("cols"), by S. "rows" in 16-bit types (when the mma kernel does
+// not take them) gives each thread at most 4, as their threads hold twice the columns (8 x 8 accumulators left one
+// block per SM, too few loads in flight), and splits the rest over warps; float32 and float64 take up to 16 rows
+// a thread, P staged in shared memory (8 rows a thread over two warp groups, P read 16 bytes at a time from global
+// memory, measured slower).
 int rows_per_thread(int S, bool cols, int element_size) {
   if (S == 1) return 1;
   if (S <= 4 || (!cols && element_size == 2)) return 4;
-  return cols ? 16 : 8;
+  if (cols) return 16;
+  return S <= kPSharedRows ? kPSharedRows : 16;
 }
 
 // Blocks per SM the K splits aim at. More splits mean more loads in flight but more partial sums to add; the
@@ -417,13 +564,61 @@ int mma_min_rows() {
   return positive_env_int("CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS", kMmaMinRows, "rows");
 }
 
+// Where clusters are used (launch_typed), at most this many K splits form one (8: the portable cluster size); more
+// wanted splits are cut to it. The tuning switch CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS (read at every call)
+// overrides it: 1 turns clusters off (the workspace and the reduce kernel, as on GPUs before sm_90), up to 16 on an
+// H100 (a non-portable size).
+constexpr int kMaxClusterSplits = 8, kPortableClusterSize = 8;
+int max_cluster_splits() {
+  return positive_env_int("CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS", kMaxClusterSplits, "splits");
+}
+
+// Clusters need an sm_90+ GPU and this file's kernels built for it (every kernel of a file is built for the same
+// architectures, so the reduce kernel answers for all).
+bool clusters_available(int device) {
+  return detail::cached_device_attribute<cudaDevAttrClusterLaunch>(device) != 0 &&
+         kernel_ptx_version<&matmul_kernel_14_skinny_reduce<float, float>>(device) >= 90;
+}
+
+// Launches kernel<<<grid, threads, smem, stream>>>(args...), as a grid of clusters of `cluster` blocks along y when
+// cluster > 1.
+template <typename... Params, typename... Actual>
+void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cudaStream_t stream, int cluster,
+            Actual&&... args) {
+  if (cluster <= 1) {
+    kernel<<<grid, threads, smem, stream>>>(std::forward<Actual>(args)...);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  if (cluster > kPortableClusterSize) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 1;
+  attr.val.clusterDim.y = static_cast<unsigned>(cluster);
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Actual>(args)...);
+  if (err != cudaSuccess) (void)cudaGetLastError();  // cleared: the error is reported here
+  TORCH_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step 14_skinny: launching clusters of ", cluster,
+              " blocks failed: ", cudaGetErrorString(err),
+              " (CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS sets their most; 1 turns clusters off)");
+}
+
 // Launches the "mma" kernel (launch_typed asks for it with 16-bit T only).
 template <typename T, bool kQCols>
 void launch_mma(const dim3& grid, const Args<T, at::opmath_type<T>>& args, int device, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
     constexpr auto* kernel = &matmul_kernel_14_skinny_mma<T, kQCols>;
     opt_in_dynamic_smem<kernel>(kMmaSmemBytes, device);
-    kernel<<<grid, kMmaThreads, kMmaSmemBytes, stream>>>(args);
+    launch(kernel, grid, kMmaThreads, kMmaSmemBytes, stream, args.cluster, args);
   } else {
     TORCH_CHECK(false, "cuda_kernels.matmul: step 14's mma kernel takes float16 and bfloat16 only");
   }
@@ -442,9 +637,10 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
           detail::cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(device) >= 8;
   }
   const int sr = rows_per_thread(S, cols, sizeof(T));
-  // "rows": the warps split S too (s groups of sr rows) when S > sr: 1, 2 or 4 groups (divisors of kWarps).
+  // "rows": the warps split S too (s groups of sr rows) when S > sr: 1, 2 or 4 groups (divisors of kWarps), unless
+  // P is staged in shared memory (sr >= kPSharedRows).
   int groups = 1;
-  while (!cols && groups < kMaxGroups && groups * sr < S) groups *= 2;
+  while (!cols && sr < kPSharedRows && groups < kMaxGroups && groups * sr < S) groups *= 2;
   const int64_t l_tiles = ceil_div<int64_t>(L, mma ? kMmaCols : (cols ? kWarps * kCols : 32 * kV));
   const int64_t s_blocks = mma ? 1 : ceil_div<int64_t>(S, sr * groups);
   TORCH_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
@@ -457,28 +653,37 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   const int64_t want = ceil_div<int64_t>(resident, l_tiles * s_blocks);
   const int64_t splits_max = std::min<int64_t>(ceil_div<int64_t>(K, align), kMaxGridYZ);
   int64_t splits = std::clamp<int64_t>(want, 1, splits_max);
+  // Clusters where they measured faster on the H100 (docs/matmul.md): not for float64, whose kernels ran as fast or
+  // faster with the reduce kernel, nor for "rows" with 16 rows a thread (register-heavy blocks, two an SM).
+  const bool cluster_pays = sizeof(T) <= 4 && (mma || cols || sr < 16);
+  const bool cluster = cluster_pays && splits > 1 && max_cluster_splits() > 1 && clusters_available(device);
+  if (cluster) splits = std::min<int64_t>(splits, max_cluster_splits());
   args.kc = static_cast<int>(ceil_div<int64_t>(ceil_div<int64_t>(K, splits), align) * align);
   splits = ceil_div<int64_t>(K, args.kc);
+  args.cluster = cluster && splits > 1 ? static_cast<int>(splits) : 0;
   at::Tensor partial;
-  if (splits > 1) {
+  if (splits > 1 && args.cluster == 0) {
     partial = at::empty({splits, S, L}, options.dtype(c10::CppTypeToScalarType<Acc>::value));
     args.partial = partial.mutable_data_ptr<Acc>();
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   const dim3 grid(static_cast<unsigned>(l_tiles), static_cast<unsigned>(splits), static_cast<unsigned>(s_blocks));
+  const int cl = args.cluster;
   if (mma) {
     cols ? launch_mma<T, true>(grid, args, device, stream) : launch_mma<T, false>(grid, args, device, stream);
   } else if (cols) {
-    if (sr == 1) matmul_kernel_14_skinny_cols<T, Acc, 1><<<grid, kThreads, 0, stream>>>(args);
-    if (sr == 4) matmul_kernel_14_skinny_cols<T, Acc, 4><<<grid, kThreads, 0, stream>>>(args);
-    if (sr == 16) matmul_kernel_14_skinny_cols<T, Acc, 16><<<grid, kThreads, 0, stream>>>(args);
+    if (sr == 1) launch(matmul_kernel_14_skinny_cols<T, Acc, 1>, grid, kThreads, 0, stream, cl, args);
+    if (sr == 4) launch(matmul_kernel_14_skinny_cols<T, Acc, 4>, grid, kThreads, 0, stream, cl, args);
+    if (sr == 16) launch(matmul_kernel_14_skinny_cols<T, Acc, 16>, grid, kThreads, 0, stream, cl, args);
   } else {
-    if (sr == 1) matmul_kernel_14_skinny_rows<T, Acc, 1><<<grid, kThreads, 0, stream>>>(args, groups);
-    if (sr == 4) matmul_kernel_14_skinny_rows<T, Acc, 4><<<grid, kThreads, 0, stream>>>(args, groups);
-    if (sr == 8) matmul_kernel_14_skinny_rows<T, Acc, 8><<<grid, kThreads, 0, stream>>>(args, groups);
+    if (sr == 1) launch(matmul_kernel_14_skinny_rows<T, Acc, 1>, grid, kThreads, 0, stream, cl, args, groups);
+    if (sr == 4) launch(matmul_kernel_14_skinny_rows<T, Acc, 4>, grid, kThreads, 0, stream, cl, args, groups);
+    if constexpr (sizeof(T) != 2) {  // 16-bit types take at most 4 rows a thread (rows_per_thread)
+      if (sr == 8) launch(matmul_kernel_14_skinny_rows<T, Acc, 8>, grid, kThreads, 0, stream, cl, args, groups);
+      if (sr == 16) launch(matmul_kernel_14_skinny_rows<T, Acc, 16>, grid, kThreads, 0, stream, cl, args, groups);
+    }
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (splits > 1) {
+  if (splits > 1 && cl == 0) {
     const int64_t blocks =
         std::min<int64_t>(ceil_div<int64_t>(int64_t{S} * L, kThreads), int64_t{sm_count(device)} * 8);
     matmul_kernel_14_skinny_reduce<T, Acc>
@@ -550,7 +755,8 @@ void launch_14_skinny(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
                                                    static_cast<int>(K),
                                                    0,
                                                    vec,
-                                                   p_vec};
+                                                   p_vec,
+                                                   0};
     launch_typed<scalar_t>(args, cols, device, c.options());
   });
 }
