@@ -258,7 +258,7 @@ void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64
   // 7 of 72 and one of 8, which left a thread with a full task while another had almost nothing).
   const int64_t m_rows = (M + m_tasks - 1) / m_tasks;
   const int64_t mc_task = (m_rows + kMR - 1) / kMR * kMR;  // <= kMC: kMC is a multiple of kMR
-  int64_t task_panels = kNCPanels;  // B panels per task
+  int64_t task_panels = kNCPanels;                         // B panels per task
   const int64_t want_tasks = kTasksPerThread * at::get_num_threads();
   while (task_panels > 1 && m_tasks * ((b_panels + task_panels - 1) / task_panels) < want_tasks) task_panels /= 2;
   const int64_t nc = task_panels * nr;  // columns of C per task
