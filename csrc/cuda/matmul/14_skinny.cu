@@ -18,6 +18,9 @@
 //    reading), so this one runs them on the tensor cores: a 16-row mma.sync (m16n8k16) takes P's S rows (zero
 //    rows past S) as its A fragment, slabs of Q come through a cp.async pipeline into swizzled shared memory
 //    (step 8's layout) in Q's own layout, a block of 4 warps covers 128 columns.
+// Q is read once in all, so the kernels load it with the evict-first cache policy (ld.global.cs, or cp.async with
+// an L2 evict-first hint): its lines are the first to leave L2 again, and the lines that earlier kernels left there
+// (dirty ones among them, which would cost a write-back to DRAM each) stay (docs/matmul.md has what it measured).
 // All split K over blocks (grid.y) until the GPU has about kBlocksPerSm* blocks per SM. On sm_90 the splits of one
 // output tile form a cluster and add up through distributed shared memory before the kernel ends (at most
 // kMaxClusterSplits of them); elsewhere their partial sums (fp32, fp64 for fp64) go to a workspace and
@@ -111,10 +114,15 @@ __device__ __forceinline__ void cluster_sum_store(const Args<T, Acc>& a, Acc* ti
 #endif
 }
 
-// Loads kV elements of T (16 bytes) as Acc.
-template <typename T, typename Acc, int kV>
+// Loads kV elements of T (16 bytes) as Acc; kStream: from Q in global memory, evict-first (ld.global.cs).
+template <typename T, typename Acc, int kV, bool kStream = false>
 __device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  uint4 raw;
+  if constexpr (kStream) {
+    raw = __ldcs(reinterpret_cast<const uint4*>(src));
+  } else {
+    raw = *reinterpret_cast<const uint4*>(src);
+  }
   const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
   for (int v = 0; v < kV; ++v) dst[v] = static_cast<Acc>(e[v]);
@@ -179,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T,
 #pragma unroll
           for (int u = 0; u < kU; ++u) {
             const int kk = kk0 + u * k_groups;
-            raw[u] = kk < chunk ? __ldg(reinterpret_cast<const uint4*>(a.q + int64_t{c0 + kk} * a.qk + l))
+            raw[u] = kk < chunk ? __ldcs(reinterpret_cast<const uint4*>(a.q + int64_t{c0 + kk} * a.qk + l))
                                 : make_uint4(0, 0, 0, 0);
           }
 #pragma unroll
@@ -226,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T,
         for (int u = 0; u < kU; ++u) {
           const int k = k0 + u * k_groups;
           const bool in = k < k_end;
-          raw[u] = in ? __ldg(reinterpret_cast<const uint4*>(a.q + k * a.qk + l)) : make_uint4(0, 0, 0, 0);
+          raw[u] = in ? __ldcs(reinterpret_cast<const uint4*>(a.q + k * a.qk + l)) : make_uint4(0, 0, 0, 0);
 #pragma unroll
           for (int r = 0; r < SR; ++r) pv[u][r] = in ? static_cast<Acc>(p_rows[r][k * a.pk]) : Acc(0);
         }
@@ -292,6 +300,8 @@ template <typename T, typename Acc, int SR>
 __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T, Acc> a) {
   constexpr int kV = vec_of<T>();
   constexpr int kChunk = kPChunkBytes / sizeof(T);  // k per chunk: a multiple of 32 lanes x kV
+  // Q evict-first (the top of the file), except in float64, whose "cols" blocks measured slower with it.
+  constexpr bool kStreamQ = sizeof(T) <= 4;
   __shared__ __align__(16) T ps[SR][kChunk];
   __shared__ Acc sums[SR][kWarps * kCols];  // the block's sums, when a cluster adds up the splits
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -325,7 +335,7 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T,
         const int col = min(l0 + j, a.L - 1);  // past L: a duplicate of the last column, never stored
         const T* src = a.q + int64_t{col} * a.ql + k * a.qk;
         if (a.vec && whole) {
-          load_vec<T, Acc, kV>(src, q[j]);
+          load_vec<T, Acc, kV, kStreamQ>(src, q[j]);
         } else {
 #pragma unroll
           for (int v = 0; v < kV; ++v) q[j][v] = kk + v < chunk ? static_cast<Acc>(src[v * a.qk]) : Acc(0);
@@ -415,6 +425,7 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
   // chunk crosses the split's end. Q: kQRows rows x kQChunks chunks, 8 a thread (16-byte cp.async; the launcher
   // makes sure that a chunk is wholly inside Q or outside: L % 8 == 0 for "rows", K % 8 == 0 for "cols"); zeros
   // past L and past the split.
+  const uint64_t q_policy = sm80::l2_evict_first_policy();
   const auto copy_slab = [&](int slab, uint32_t stage) {
     const int k0 = k_begin + slab * kMmaK;
     {
@@ -439,8 +450,8 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
       const int64_t k = int64_t{k0} + (kQCols ? c * kChunkElems : r);
       const int64_t l = int64_t{l0} + (kQCols ? r : c * kChunkElems);
       const bool ok = k < k_end && l < a.L;
-      sm80::cp_async16_zfill(stage + kPStageBytes + mma_swizzle<kQChunks>(r, c), ok ? a.q + k * a.qk + l * a.ql : a.q,
-                             ok);
+      sm80::cp_async16_zfill_stream(stage + kPStageBytes + mma_swizzle<kQChunks>(r, c),
+                                    ok ? a.q + k * a.qk + l * a.ql : a.q, ok, q_policy);
     }
   };
 

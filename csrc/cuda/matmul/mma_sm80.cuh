@@ -107,6 +107,24 @@ __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, 
   __trap();
 #endif
 }
+// The same for an operand that is read once in all (a skinny product's big matrix): the copy's L2 lines are marked
+// evict-first (policy from l2_evict_first_policy()), so streaming it through L2 evicts its own lines before the
+// lines other kernels left there, which would otherwise have to be written back to DRAM while this kernel reads.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy = 0;
+#if !CUDA_KERNELS_SM80_UNSUPPORTED
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+#endif
+  return policy;
+}
+__device__ __forceinline__ void cp_async16_zfill_stream(uint32_t dst, const void* src, bool valid, uint64_t policy) {
+#if !CUDA_KERNELS_SM80_UNSUPPORTED
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0), "l"(policy));
+#else
+  __trap();
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() {
 #if !CUDA_KERNELS_SM80_UNSUPPORTED
   asm volatile("cp.async.commit_group;\n" ::);
