@@ -36,6 +36,7 @@ struct LaunchOptions {
   int group_m = 0;  // 0: the step's default
   int max_blocks = 0;
   int stream_k = -1;
+  int k_splits = 0;  // step 12: 0 by shape, 1 off, 2 / 4 / 8
 };
 static int g_step = 9;
 static cuda_kernels::matmul_ladder::wgmma12::Workspace g_ws;
@@ -61,6 +62,7 @@ static cudaError_t step_launch(int step, bool bf16, int M, int N, int K, const O
     l.group_m = o.group_m;
     l.max_blocks = o.max_blocks;
     l.stream_k = o.stream_k;
+    l.k_splits = o.k_splits;
     if (!g_ws.ptr) {
       g_ws.bytes = cuda_kernels::matmul_ladder::wgmma12::workspace_bytes(sms);
       if (cudaMalloc(&g_ws.ptr, g_ws.bytes) != cudaSuccess) return cudaErrorMemoryAllocation;
@@ -293,9 +295,11 @@ static Launcher cfg_launcher(int group_m = 0, int blocks = 0, int sk = 0) {
                 : w12::launch_typed<Cfg, false, false, false>(M, N, K, a, b, c, sms, group_m, 0, g_ws, sk);
   };
 }
-static Launcher step_launcher(int step) {
+static Launcher step_launcher(int step, int k_splits = 0) {
   return [=](bool bf16, int M, int N, int K, const Operand& a, const Operand& b, void* c) {
-    return step_launch(step, bf16, M, N, K, a, b, c, g_sms, LaunchOptions{});
+    LaunchOptions o;
+    o.k_splits = k_splits;
+    return step_launch(step, bf16, M, N, K, a, b, c, g_sms, o);
   };
 }
 static void bench3(bool bf16, int M, int N, int K, const std::vector<std::pair<std::string, Launcher>>& ls,
@@ -387,17 +391,18 @@ int main(int argc, char** argv) {
     CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
     g_ws.bytes = w12::workspace_bytes(g_sms);
     CK(cudaMalloc(&g_ws.ptr, g_ws.bytes));
-    using N8 = w12::Narrow;
     using N4 = w12::Config<64, 1, 4, 64>;
-    using N2 = w12::Config<64, 1, 2, 64>;
-    using M2 = w12::Config<128, 1, 2, 128>;
-    for (int sz : {256, 512, 1024})
-      bench_small(true, sz, sz, sz,
-                  {{"s12", step_launcher(12)},
-                   {"N8", cfg_launcher<N8>(0, 0, 0)},
-                   {"N4", cfg_launcher<N4>(0, 0, 0)},
-                   {"N2", cfg_launcher<N2>(0, 0, 0)},
-                   {"M2", cfg_launcher<M2>(0, 0, 0)}});
+    for (int sz : {256, 512, 768, 1024})
+      for (bool bf16 : {true, false})
+        bench_small(bf16, sz, sz, sz,
+                    {{"s12", step_launcher(12)},
+                     {"ks1", step_launcher(12, 1)},
+                     {"ks2", step_launcher(12, 2)},
+                     {"ks4", step_launcher(12, 4)},
+                     {"ks8", step_launcher(12, 8)},
+                     {"N4", cfg_launcher<N4>(0, 0, 0)}});
+    bench_small(true, 256, 256, 4096, {{"s12", step_launcher(12)}, {"ks1", step_launcher(12, 1)}});
+    bench_small(true, 128, 4096, 4096, {{"s12", step_launcher(12)}, {"ks1", step_launcher(12, 1)}});
     return 0;
   }
   if (mode == "explore") {
@@ -488,6 +493,22 @@ int main(int argc, char** argv) {
             test(true, 129, 513, 200, true, false, 0, o);
             test(false, 1000, 1000, 300, false, true, 0, o);
           }
+        }
+        // Split-K clusters forced (every split count, layouts, tails, K of 1-9 slabs, more splits than slabs).
+        o = LaunchOptions{};
+        o.block_n = 64;
+        for (int ks : {2, 4, 8}) {
+          o.k_splits = ks;
+          for (bool amn : {false, true})
+            for (bool bmn : {false, true}) {
+              test(amn == bmn, 256, 256, 256, amn, bmn, 0, o);
+              test(amn != bmn, 127, 129, 67, amn, bmn, 8, o);
+              test(true, 300, 257, 520, amn, bmn, 0, o);
+            }
+          test(true, 1, 4096, 4096, false, true, 0, o);
+          test(false, 300, 257, 1, false, true, 0, o);
+          test(true, 513, 1000, 130, false, true, 0, o);
+          test(false, 64, 64, 17, false, true, 0, o);
         }
         o = LaunchOptions{};
         for (bool bf16 : {true, false}) {

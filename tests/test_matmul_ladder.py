@@ -715,3 +715,27 @@ def test_step6_forced_splits(monkeypatch, splits):
     monkeypatch.setenv("CUDA_KERNELS_MATMUL_06_SPLITS", str(splits))
     for m, n, k in [(33, 132, 1000), (1, 8, 3), (260, 128, 97)]:
         _mm_case(6, torch.float32, m, n, k)
+
+
+# Step 12's split-K clusters (the 128 x 64 tile with few tiles and a long K: 2, 4 or 8 blocks share a tile's
+# k-slabs and add up through distributed shared memory): (200, 300, 2000) is 10 tiles of 32 slabs (4 splits, row and
+# column tails), (130, 68, 4100) 4 tiles of 65 slabs (8 splits, a partial last slab), (64, 64, 1030) 1 tile of 17
+# slabs (2 splits of 8 and 9).
+STEP12_SPLIT_SHAPES = [(200, 300, 2000), (130, 68, 4100), (64, 64, 1030)]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("views", VIEWS)
+@pytest.mark.parametrize("mnk", STEP12_SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_step12_split_k(dtype, views, mnk):
+    if not runs(12, dtype):
+        pytest.skip("step 12 does not run here (needs sm_90a and an H100-class GPU)")
+    base = _seed(12, dtype, mnk)
+
+    def r(*shape: int, seed: int) -> torch.Tensor:
+        return rand(*shape, dtype=dtype, device="cuda", seed=base + seed)
+
+    a, b = views(*mnk, r)
+    assert_step_close(mm(a, b, 12), a, b, 12)

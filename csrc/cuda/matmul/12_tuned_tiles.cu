@@ -19,6 +19,11 @@
 // waves) it measured slower than leaving the wave as it is: the split tiles' k-slabs are read at different
 // times by different clusters, losing the L2 reuse that tiles started together have, and the partial sums'
 // round trip costs too.
+// Split-K in a cluster: a problem with few tiles and a long K (256 x 256 x 4096: 8 tiles of 128 x 64 for 132 SMs,
+// 64 k-slabs each) gives each tile a cluster of 2, 4 or 8 blocks (pick_k_splits), each taking an equal share of
+// the k-slabs; the blocks put their fp32 sums in their own shared memory and each adds up a share of the tile over
+// the whole cluster, reading the others' through distributed shared memory in rank order, and stores it: more SMs
+// load and multiply, nothing goes through global memory, one launch.
 // Everything else (producer warpgroup, mbarrier ring, setmaxnreg, persistent grouped order, B multicast in
 // 2-CTA clusters for the wider tiles, TMA store, direct stores when N % 8 != 0) is step 11's.
 //
@@ -42,8 +47,9 @@ constexpr int kConsumers = 2;                                           // consu
 constexpr int kThreads = 128 * (1 + kConsumers);
 [[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 <= 65536
 [[maybe_unused]] constexpr int kConsumerRegs = 232;
-constexpr uint32_t kSwizzleAtom = 1024;  // bytes of 8 swizzled 128-byte rows: the pattern's period
-constexpr size_t kMaxSmem = 227 * 1024;  // dynamic shared memory one block may opt into on the H100
+constexpr uint32_t kSwizzleAtom = 1024;             // bytes of 8 swizzled 128-byte rows: the pattern's period
+constexpr size_t kMaxSmem = 227 * 1024;             // dynamic shared memory one block may opt into on the H100
+constexpr uint32_t kSplitBarrier = 1 + kConsumers;  // named barrier of both consumers (1 + c: consumer c alone)
 [[maybe_unused]] constexpr int kGroupRows =
     16;  // row tiles per group of the tile order (group_m = kGroupRows / cluster)
 
@@ -134,15 +140,30 @@ __device__ __forceinline__ void for_each_work(int64_t cluster_id, int64_t cluste
   }
 }
 
+// Stores the pair (x, y) at C[row][col], C[row][col + 1] (16-bit, rounded), what of it lies inside M x N.
+template <bool kBf16>
+__device__ __forceinline__ void store_pair(uint16_t* C, int M, int N, int row, int col, float x, float y) {
+  if (row >= M || col >= N) return;
+  const int64_t idx = int64_t{row} * N + col;
+  if (col + 1 < N && N % 2 == 0) {
+    *reinterpret_cast<uint32_t*>(C + idx) = hopper::pack2<kBf16>(x, y);
+  } else {
+    C[idx] = hopper::pack1<kBf16>(x);
+    if (col + 1 < N) C[idx + 1] = hopper::pack1<kBf16>(y);
+  }
+}
+
 // C (M x N, row-major, 16-bit bits) = A @ B. kAMN: A is MN-major (stored as (K, M), m contiguous), else K-major
 // ((M, K), k contiguous). kBKMaj: B is K-major ((N, K), k contiguous), else MN-major ((K, N), n contiguous).
 // Tensor maps: A K-major {K, M} boxes {64, 128}; A MN-major {M, K} boxes {64, 64}; B MN-major {N, K} boxes
 // {64, 64}; B K-major {K, N} boxes {64, BN / CM}; C {N, M} boxes {64, 64}.
+// k_splits > 1 (only with CM == 1, stream-K off, and one tile per cluster): clusters of k_splits blocks split each
+// tile's k-slabs and add up through distributed shared memory.
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_12_tuned_tiles(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                  const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
-                                 int M, int N, int K, int group_m, StreamK sk) {
+                                 int M, int N, int K, int group_m, StreamK sk, int k_splits) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BN = Cfg::BN, CM = Cfg::CM, S = Cfg::S;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -153,11 +174,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
   const uint32_t a_ring = ring, b_ring = ring + S * Cfg::kABytes, out_ring = b_ring + S * Cfg::kBBytes;
 
+  if (threadIdx.x == 0) {
+    hopper::prefetch_tensor_map(&tm_a);
+    hopper::prefetch_tensor_map(&tm_b);
+    if (tma_store) hopper::prefetch_tensor_map(&tm_c);
+  }
   hopper::init_ring(full_bar, empty_bar, S, kConsumers * CM);
   hopper::cluster_sync();  // the peer's multicast and arrivals may target our barriers from now on
 
   const uint32_t rank = CM > 1 ? hopper::cluster_rank() : 0;
-  const int64_t cluster_id = blockIdx.x / CM, clusters = gridDim.x / CM;
+  // Blocks of a cluster: CM tiles stacked along M sharing B, or k_splits blocks sharing one tile's k-slabs.
+  const int cluster_size = CM * k_splits;
+  const int k_rank = k_splits > 1 ? static_cast<int>(hopper::cluster_rank()) : 0;
+  const int64_t cluster_id = blockIdx.x / cluster_size, clusters = gridDim.x / cluster_size;
+  // This block's share of a tile's k-slabs [kb0, kb1): the k_rank-th of k_splits nearly equal parts.
+  const auto k_share = [&](int& kb0, int& kb1) {
+    if (k_splits > 1) {
+      const int n = kb1 - kb0, first = kb0;
+      kb0 = first + n * k_rank / k_splits;
+      kb1 = first + n * (k_rank + 1) / k_splits;
+    }
+  };
   const int m_tiles = (M + kBM - 1) / kBM, n_tiles = (N + BN - 1) / BN;
   const int m_pairs = (m_tiles + CM - 1) / CM;  // super-tile rows: CM row tiles each
   const int64_t tiles = int64_t{m_pairs} * n_tiles;
@@ -171,6 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       int s = 0;
       uint32_t phase = 0;
       for_each_work(cluster_id, clusters, tiles, sk.dp_tiles, k_slabs, [&](int64_t tile, int kb0, int kb1, Role, int) {
+        k_share(kb0, kb1);
         int tp, tn;
         hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
         const int m0 = (tp * CM + static_cast<int>(rank)) * kBM, n0 = tn * BN;
@@ -211,6 +249,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       });
     }
+    // The consumers' barrier before the split sums are read (one tile per cluster): every thread of the cluster
+    // takes part.
+    if (k_splits > 1) hopper::cluster_sync();
   } else {
     hopper::setmaxnreg_inc<kConsumerRegs>();
     const int consumer = wg - 1;
@@ -246,138 +287,163 @@ __global__ void __launch_bounds__(kThreads, 1)
       return reinterpret_cast<float4*>(sk.partials + (block * kConsumers + consumer) * (128 * 128)) + t;
     };
     const auto flag_of = [&](int64_t block) { return sk.flags + block * kConsumers + consumer; };
-    for_each_work(cluster_id, clusters, tiles, sk.dp_tiles, k_slabs,
-                  [&](int64_t tile, int kb0, int kb1, Role role, int contributors) {
-                    int tp, tn;
-                    hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
-                    const int tm = tp * CM + static_cast<int>(rank);
-                    int prev = -1;
-                    for (int kb = kb0; kb < kb1; ++kb) {
-                      hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
-                      hopper::wgmma_fence();
-                      const uint32_t a_base = a_ring + s * Cfg::kABytes + a_off, b_base = b_ring + s * Cfg::kBBytes;
+    for_each_work(
+        cluster_id, clusters, tiles, sk.dp_tiles, k_slabs,
+        [&](int64_t tile, int kb0, int kb1, Role role, int contributors) {
+          k_share(kb0, kb1);
+          int tp, tn;
+          hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+          const int tm = tp * CM + static_cast<int>(rank);
+          int prev = -1;
+          for (int kb = kb0; kb < kb1; ++kb) {
+            hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
+            hopper::wgmma_fence();
+            const uint32_t a_base = a_ring + s * Cfg::kABytes + a_off, b_base = b_ring + s * Cfg::kBBytes;
 #pragma unroll
-                      for (int k = 0; k < kBK / kWgmmaK; ++k) {
-                        const uint64_t da = hopper::make_smem_desc(a_base + k * kAStep, kALbo, kSwizzleAtom);
-                        const uint64_t db = hopper::make_smem_desc(b_base + k * kBStep, kBLbo, kSwizzleAtom);
-                        // The first wgmma of a tile overwrites the accumulators (scale-d = 0) instead of adding.
-                        wgmma_tile<BN, kBf16, kAMN ? 1 : 0, kBKMaj ? 0 : 1>(acc, da, db, (kb != kb0 || k != 0));
-                      }
-                      hopper::wgmma_commit();
-                      // The batch issued before this one is done: its slot can be refilled.
-                      hopper::wgmma_wait<1>();
-                      if (prev >= 0 && t == 0) release(prev);
-                      prev = s;
-                      if (++s == S) s = 0, phase ^= 1;
-                    }
-                    hopper::wgmma_wait<0>();
-                    if (t == 0) release(prev);
+            for (int k = 0; k < kBK / kWgmmaK; ++k) {
+              const uint64_t da = hopper::make_smem_desc(a_base + k * kAStep, kALbo, kSwizzleAtom);
+              const uint64_t db = hopper::make_smem_desc(b_base + k * kBStep, kBLbo, kSwizzleAtom);
+              // The first wgmma of a tile overwrites the accumulators (scale-d = 0) instead of adding.
+              wgmma_tile<BN, kBf16, kAMN ? 1 : 0, kBKMaj ? 0 : 1>(acc, da, db, (kb != kb0 || k != 0));
+            }
+            hopper::wgmma_commit();
+            // The batch issued before this one is done: its slot can be refilled.
+            hopper::wgmma_wait<1>();
+            if (prev >= 0 && t == 0) release(prev);
+            prev = s;
+            if (++s == S) s = 0, phase ^= 1;
+          }
+          hopper::wgmma_wait<0>();
+          if (t == 0) release(prev);
 #pragma unroll
-                    for (int i = 0; i < Cfg::kAcc; ++i) hopper::reg_fence(acc[i]);
+          for (int i = 0; i < Cfg::kAcc; ++i) hopper::reg_fence(acc[i]);
 
-                    if (role == Role::kPartial) {
-                      // A later piece of a split tile: hand the partial sums to the tile's owner (a higher-indexed
-                      // cluster) and publish them with a release after this warpgroup's stores.
-                      float4* dst = partial_of(blockIdx.x);
+          if (k_splits > 1) {
+            // This block's sums of its k share go to shared memory (the ring: every slab has landed and
+            // been read, and the cluster has no other tile), value i of thread t at [i / 4][t][i % 4]
+            // (float4 stores, conflict-free).
+            static_assert(kConsumers * Cfg::kAcc * 128 * sizeof(float) <= S * Cfg::kStageBytes,
+                          "the split sums fit in the ring");
+            // Both consumers' wgmma are done reading the ring before either overwrites it.
+            hopper::named_barrier_sync(kSplitBarrier, kConsumers * 128);
+            const uint32_t sums = ring + consumer * (Cfg::kAcc * 128 * sizeof(float));
 #pragma unroll
-                      for (int q = 0; q < Cfg::kAcc / 4; ++q)
-                        dst[q * 128] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
-                      hopper::named_barrier_sync(1 + consumer, 128);
-                      if (t == 0) hopper::st_release_gpu(flag_of(blockIdx.x), sk.epoch);
-                      return;
-                    }
-                    if (role == Role::kOwner) {
-                      // The head of a split tile: add the partial sums of the clusters below whose ranges start inside
-                      // this tile (the same block rank of each), once each has published them.
-                      for (int i = 1; i <= contributors; ++i) {
-                        const int64_t block = (cluster_id - i) * CM + rank;
-                        if (t == 0) {
-                          while (hopper::ld_acquire_gpu(flag_of(block)) != sk.epoch) {
-                          }
-                          hopper::st_relaxed_gpu(flag_of(block),
-                                                 0);  // ready for the next launch (read only after this one)
-                        }
-                        hopper::named_barrier_sync(1 + consumer, 128);
-                        const float4* src = partial_of(block);
+            for (int q = 0; q < Cfg::kAcc / 4; ++q)
+              hopper::st_shared_f4(sums + (q * 128 + t) * 16, acc[4 * q], acc[4 * q + 1], acc[4 * q + 2],
+                                   acc[4 * q + 3]);
+            hopper::cluster_sync();  // every block's sums are there
+            // Block k_rank adds up and stores accumulator groups j (acc[4j .. 4j + 3]: rows r and r + 8,
+            // columns c, c + 1, the wgmma layout of the epilogue below) of its k_rank-th share of the
+            // groups, over the cluster's blocks in rank order.
+            constexpr int kGroups = Cfg::kAcc / 4;
+            const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
+            for (int j = kGroups * k_rank / k_splits; j < kGroups * (k_rank + 1) / k_splits; ++j) {
+              float v[4] = {0.f, 0.f, 0.f, 0.f};
+              for (int r = 0; r < k_splits; ++r) {
+                float w[4];
+                hopper::ld_shared_cluster_f4(hopper::cluster_map(sums + (j * 128 + t) * 16, r), w);
 #pragma unroll
-                        for (int q = 0; q < Cfg::kAcc / 4; ++q) {
-                          const float4 v = __ldcg(src + q * 128);
-                          acc[4 * q] += v.x, acc[4 * q + 1] += v.y, acc[4 * q + 2] += v.z, acc[4 * q + 3] += v.w;
-                        }
-                      }
-                    }
+                for (int h = 0; h < 4; ++h) v[h] += w[h];
+              }
+              const int col = tn * BN + 8 * j + 2 * (lane % 4);
+              store_pair<kBf16>(C, M, N, row0, col, v[0], v[1]);
+              store_pair<kBf16>(C, M, N, row0 + 8, col, v[2], v[3]);
+            }
+            return;  // the cluster barrier at the kernel's end keeps the sums alive until all are read
+          }
+          if (role == Role::kPartial) {
+            // A later piece of a split tile: hand the partial sums to the tile's owner (a higher-indexed
+            // cluster) and publish them with a release after this warpgroup's stores.
+            float4* dst = partial_of(blockIdx.x);
+#pragma unroll
+            for (int q = 0; q < Cfg::kAcc / 4; ++q)
+              dst[q * 128] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+            hopper::named_barrier_sync(1 + consumer, 128);
+            if (t == 0) hopper::st_release_gpu(flag_of(blockIdx.x), sk.epoch);
+            return;
+          }
+          if (role == Role::kOwner) {
+            // The head of a split tile: add the partial sums of the clusters below whose ranges start inside
+            // this tile (the same block rank of each), once each has published them.
+            for (int i = 1; i <= contributors; ++i) {
+              const int64_t block = (cluster_id - i) * CM + rank;
+              if (t == 0) {
+                while (hopper::ld_acquire_gpu(flag_of(block)) != sk.epoch) {
+                }
+                hopper::st_relaxed_gpu(flag_of(block),
+                                       0);  // ready for the next launch (read only after this one)
+              }
+              hopper::named_barrier_sync(1 + consumer, 128);
+              const float4* src = partial_of(block);
+#pragma unroll
+              for (int q = 0; q < Cfg::kAcc / 4; ++q) {
+                const float4 v = __ldcg(src + q * 128);
+                acc[4 * q] += v.x, acc[4 * q + 1] += v.y, acc[4 * q + 2] += v.z, acc[4 * q + 3] += v.w;
+              }
+            }
+          }
 
-                    // Epilogue. wgmma's accumulator layout: acc[4j + h] (j < BN / 8) is row 16 * warp + lane / 4 (+ 8
-                    // for h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
-                    if (tma_store) {
-                      // Passes of kOutCols columns: 64 x 64 boxes 8 KB apart in the buffer, rows of 128 bytes whose
-                      // 16-byte chunks are XOR-swizzled with the row index (mod 8), as TMA reads them.
-                      const uint32_t buf = out_ring + consumer * Cfg::kOutBytes;
-                      constexpr int kChunks = Cfg::kOutCols / 8;  // 8-column chunks per pass
-                      // stmatrix j-pair (chunks jj, jj + 1): lanes 8i..8i+7 address matrix i = rows 8 * (i % 2) + lane
-                      // % 8 of the warp's 16, chunk jj + i / 2. The row's swizzle (row % 8) is lane % 8.
-                      const int i_mat = lane / 8;
-                      const uint32_t row = warp * 16 + (i_mat % 2) * 8 + lane % 8;
-                      const uint32_t row_addr = buf + row * 128;
+          // Epilogue. wgmma's accumulator layout: acc[4j + h] (j < BN / 8) is row 16 * warp + lane / 4 (+ 8
+          // for h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
+          if (tma_store) {
+            // Passes of kOutCols columns: 64 x 64 boxes 8 KB apart in the buffer, rows of 128 bytes whose
+            // 16-byte chunks are XOR-swizzled with the row index (mod 8), as TMA reads them.
+            const uint32_t buf = out_ring + consumer * Cfg::kOutBytes;
+            constexpr int kChunks = Cfg::kOutCols / 8;  // 8-column chunks per pass
+            // stmatrix j-pair (chunks jj, jj + 1): lanes 8i..8i+7 address matrix i = rows 8 * (i % 2) + lane
+            // % 8 of the warp's 16, chunk jj + i / 2. The row's swizzle (row % 8) is lane % 8.
+            const int i_mat = lane / 8;
+            const uint32_t row = warp * 16 + (i_mat % 2) * 8 + lane % 8;
+            const uint32_t row_addr = buf + row * 128;
 #pragma unroll
-                      for (int pass = 0; pass < BN / Cfg::kOutCols; ++pass) {
-                        // The previous pass's (or tile's) stores must have read the buffer before it is overwritten.
-                        if (t == 0) hopper::bulk_wait_read();
-                        hopper::named_barrier_sync(1 + consumer, 128);
+            for (int pass = 0; pass < BN / Cfg::kOutCols; ++pass) {
+              // The previous pass's (or tile's) stores must have read the buffer before it is overwritten.
+              if (t == 0) hopper::bulk_wait_read();
+              hopper::named_barrier_sync(1 + consumer, 128);
 #pragma unroll
-                        for (int jj = 0; jj < kChunks; jj += 2) {
-                          const int j = pass * kChunks + jj;   // first chunk of the pair in the consumer's tile
-                          const uint32_t cc = jj + i_mat / 2;  // this lane's chunk within the pass; cc / 8 is the box
-                          const uint32_t addr = row_addr + (cc / 8) * kBoxBytes + (((cc % 8) ^ (lane % 8)) * 16);
-                          hopper::stmatrix_x4(addr, hopper::pack2<kBf16>(acc[4 * j], acc[4 * j + 1]),
-                                              hopper::pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]),
-                                              hopper::pack2<kBf16>(acc[4 * j + 4], acc[4 * j + 5]),
-                                              hopper::pack2<kBf16>(acc[4 * j + 6], acc[4 * j + 7]));
-                        }
-                        hopper::fence_proxy_async_smem();
-                        hopper::named_barrier_sync(1 + consumer, 128);
-                        if (t == 0) {
-                          const int m0 = tm * kBM + consumer * 64, n0 = tn * BN + pass * Cfg::kOutCols;
+              for (int jj = 0; jj < kChunks; jj += 2) {
+                const int j = pass * kChunks + jj;   // first chunk of the pair in the consumer's tile
+                const uint32_t cc = jj + i_mat / 2;  // this lane's chunk within the pass; cc / 8 is the box
+                const uint32_t addr = row_addr + (cc / 8) * kBoxBytes + (((cc % 8) ^ (lane % 8)) * 16);
+                hopper::stmatrix_x4(addr, hopper::pack2<kBf16>(acc[4 * j], acc[4 * j + 1]),
+                                    hopper::pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]),
+                                    hopper::pack2<kBf16>(acc[4 * j + 4], acc[4 * j + 5]),
+                                    hopper::pack2<kBf16>(acc[4 * j + 6], acc[4 * j + 7]));
+              }
+              hopper::fence_proxy_async_smem();
+              hopper::named_barrier_sync(1 + consumer, 128);
+              if (t == 0) {
+                const int m0 = tm * kBM + consumer * 64, n0 = tn * BN + pass * Cfg::kOutCols;
 #pragma unroll
-                          for (int box = 0; box < Cfg::kOutCols / kSwizzleCols; ++box)
-                            hopper::tma_store_2d(&tm_c, buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0);
-                          hopper::bulk_commit();
-                        }
-                      }
-                      return;
-                    }
-                    const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
-                    const int col0 = tn * BN + 2 * (lane % 4);
-                    const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
-                    if (full_tile) {
+                for (int box = 0; box < Cfg::kOutCols / kSwizzleCols; ++box)
+                  hopper::tma_store_2d(&tm_c, buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0);
+                hopper::bulk_commit();
+              }
+            }
+            return;
+          }
+          const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
+          const int col0 = tn * BN + 2 * (lane % 4);
+          const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
+          if (full_tile) {
 #pragma unroll
-                      for (int j = 0; j < BN / 8; ++j) {
+            for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                          const int64_t idx = int64_t{row0 + 8 * h} * N + col0 + 8 * j;
-                          *reinterpret_cast<uint32_t*>(C + idx) =
-                              hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-                        }
-                      }
-                    } else {
+              for (int h = 0; h < 2; ++h) {
+                const int64_t idx = int64_t{row0 + 8 * h} * N + col0 + 8 * j;
+                *reinterpret_cast<uint32_t*>(C + idx) =
+                    hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+              }
+            }
+          } else {
 #pragma unroll
-                      for (int j = 0; j < BN / 8; ++j) {
+            for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                          const int row = row0 + 8 * h, col = col0 + 8 * j;
-                          if (row >= M || col >= N) continue;
-                          const int64_t idx = int64_t{row} * N + col;
-                          if (col + 1 < N && N % 2 == 0) {
-                            *reinterpret_cast<uint32_t*>(C + idx) =
-                                hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-                          } else {
-                            C[idx] = hopper::pack1<kBf16>(acc[4 * j + 2 * h]);
-                            if (col + 1 < N) C[idx + 1] = hopper::pack1<kBf16>(acc[4 * j + 2 * h + 1]);
-                          }
-                        }
-                      }
-                    }
-                  });
+              for (int h = 0; h < 2; ++h)
+                store_pair<kBf16>(C, M, N, row0 + 8 * h, col0 + 8 * j, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+            }
+          }
+        });
   }
   if (threadIdx.x % 128 == 0) hopper::bulk_wait();  // the last tile's stores are done before the block exits
   hopper::cluster_sync();                           // the peer may still arrive on our barriers until it is done
@@ -389,6 +455,7 @@ struct LaunchOptions {
   int group_m = 0;     // 0: kGroupRows / cluster size
   int max_blocks = 0;  // 0: the SM count
   int stream_k = -1;   // -1: when it pays (and a workspace is given); 0: never; 1: whenever the tiles allow
+  int k_splits = 0;    // split-K clusters of the 128 x 64 tile: 0 by shape (pick_k_splits), 1 off, 2 / 4 / 8
 };
 
 // Scratch memory for stream-K (may be absent: then every tile is data-parallel). Its contents need no
@@ -426,9 +493,26 @@ inline StreamK plan_stream_k(int64_t super_tiles, int64_t clusters, int k_slabs,
   return sk;
 }
 
+// Split-K clusters: at most this many blocks (the portable cluster size) per tile, and by shape only while every
+// block keeps at least kMinSplitSlabs k-slabs: a cluster launch and its exchange cost about what a few slabs do
+// (256^3, 4 slabs, measured slower split).
+constexpr int kMaxKSplits = 8, kMinSplitSlabs = 8;
+
+// The k_splits for an M x N x K problem on `sms` SMs with tile width bn (only the 128 x 64 tile splits): the most
+// (a power of two, at most kMaxKSplits, at least kMinSplitSlabs k-slabs a block) that keeps every split tile's
+// blocks on an SM of their own.
+inline int pick_k_splits(int M, int N, int K, int sms, int bn) {
+  if (bn != 64) return 1;
+  const int64_t tiles = int64_t{(M + kBM - 1) / kBM} * ((N + bn - 1) / bn);
+  const int k_slabs = (K + kBK - 1) / kBK;
+  int splits = 1;
+  while (splits * 2 <= kMaxKSplits && k_slabs >= splits * 2 * kMinSplitSlabs && tiles * splits * 2 <= sms) splits *= 2;
+  return splits;
+}
+
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
-                         cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1) {
+                         cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1, int k_splits = 1) {
   constexpr int BN = Cfg::BN, CM = Cfg::CM;
   constexpr auto* kernel = &matmul_kernel_12_tuned_tiles<Cfg, kBf16, kAMN, kBKMaj>;
   int device = 0;
@@ -444,13 +528,21 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   CUtensorMap map_c = {};
   const bool tma_store = N % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
                          hopper::encode_tensor_map_2d(&map_c, kBf16, c, N, M, N, kSwizzleCols, 64);
-  // Clusters the GPU holds at once (SMs pair up within GPCs only), read once per device.
-  static std::atomic<int> max_clusters[hopper::kMaxDevices] = {};
-  int fit = device < hopper::kMaxDevices ? max_clusters[device].load(std::memory_order_relaxed) : 0;
+  // Split-K clusters: with CM == 1 only, at most one k-slab a block.
+  if (CM > 1 || k_splits < 1) k_splits = 1;
+  k_splits = std::min(k_splits, std::min(kMaxKSplits, (K + kBK - 1) / kBK));
+  const int cluster_size = CM * k_splits;
+  // Clusters the GPU holds at once (SMs group within GPCs only), read once per device and cluster size (CM, or
+  // k_splits = 2, 4, 8: slots 1, 2, 3).
+  int slot = 0;
+  while ((1 << slot) < cluster_size) ++slot;
+  static std::atomic<int> max_clusters[4][hopper::kMaxDevices] = {};
+  if (slot >= 4) return cudaErrorInvalidValue;
+  int fit = device < hopper::kMaxDevices ? max_clusters[slot][device].load(std::memory_order_relaxed) : 0;
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CM;
+  attr[0].val.clusterDim.x = cluster_size;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.blockDim = dim3(kThreads);
@@ -459,19 +551,24 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   if (fit == 0) {
-    cfg.gridDim = dim3(sms / CM * CM);
+    cfg.gridDim = dim3(std::max(1, sms / cluster_size) * cluster_size);
     err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
     if (err != cudaSuccess) return err;
     if (fit < 1) return cudaErrorInvalidConfiguration;
-    if (device < hopper::kMaxDevices) max_clusters[device].store(fit, std::memory_order_relaxed);
+    if (device < hopper::kMaxDevices) max_clusters[slot][device].store(fit, std::memory_order_relaxed);
   }
   const int64_t super_tiles = int64_t{(M + CM * kBM - 1) / (CM * kBM)} * ((N + BN - 1) / BN);
-  const int64_t clusters = std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / CM}});
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * CM));
+  if (k_splits > 1 && super_tiles > fit) {
+    // Split tiles run one per cluster, all at once: fewer blocks per tile where the GPU cannot hold them.
+    return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, sms, group_m, stream, ws, stream_k, k_splits / 2);
+  }
+  const int64_t clusters =
+      k_splits > 1 ? super_tiles : std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / CM}});
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * cluster_size));
   if (group_m <= 0) group_m = std::max(1, kGroupRows / CM);
-  const StreamK sk = plan_stream_k(super_tiles, clusters, (K + kBK - 1) / kBK, CM, stream_k, ws);
+  const StreamK sk = plan_stream_k(super_tiles, clusters, (K + kBK - 1) / kBK, CM, k_splits > 1 ? 0 : stream_k, ws);
   return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m,
-                            sk);
+                            sk, k_splits);
 }
 
 // The tile width for an M x N output on `sms` SMs: the widest whose tile count keeps (nearly) every SM busy.
@@ -498,7 +595,10 @@ cudaError_t launch_layout(int M, int N, int K, const Operand& a, const Operand& 
   const int bn = opt.block_n != 0 ? opt.block_n : pick_block_n(M, N, sms);
   const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
   const int g = opt.group_m, sk = opt.stream_k;
-  if (bn == 64) return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk);
+  if (bn == 64) {
+    const int splits = opt.k_splits > 0 ? opt.k_splits : pick_k_splits(M, N, K, blocks, bn);
+    return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk, splits);
+  }
   if (bn == 128) return launch_typed<Mid, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk);
   return launch_typed<Wide, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk);
 }

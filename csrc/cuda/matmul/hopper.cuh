@@ -137,6 +137,9 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+__device__ __forceinline__ void st_shared_f4(uint32_t addr, float x, float y, float z, float w) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
@@ -179,6 +182,14 @@ __device__ __forceinline__ void fence_proxy_async_global() {
 // Clusters
 // ---------------------------------------------------------------------------------------------------------------
 
+// Loads the tensor map `map` (a __grid_constant__ parameter) into the descriptor cache ahead of the first TMA copy
+// that names it, which would otherwise wait for that fetch.
+__device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+#endif
+}
+
 // This block's rank in its cluster.
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r = 0;
@@ -203,6 +214,18 @@ __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(addr), "r"(rank));
 #endif
   return out;
+}
+
+// 16 bytes from shared::cluster address `addr` (any block's of the cluster, cluster_map) as 4 floats.
+__device__ __forceinline__ void ld_shared_cluster_f4(uint32_t addr, float (&v)[4]) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+               : "r"(addr)
+               : "memory");
+#else
+  v[0] = v[1] = v[2] = v[3] = 0.f;
+#endif
 }
 
 // Arrives on an mbarrier given by its shared::cluster address (another block's of the cluster). Default
