@@ -413,10 +413,13 @@ __global__ void __launch_bounds__(kThreads, 1)
               hopper::fence_proxy_async_smem();
               hopper::named_barrier_sync(1 + consumer, 128);
               if (t == 0) {
+                // C is written once and read by nothing here: evict-first, so that it does not push A and B out
+                // of L2 (docs/matmul.md, "Hopper tuning log", has what it measured).
+                const uint64_t c_policy = hopper::l2_evict_first();
                 const int m0 = tm * kBM + consumer * 64, n0 = tn * BN + pass * Cfg::kOutCols;
 #pragma unroll
                 for (int box = 0; box < Cfg::kOutCols / kSwizzleCols; ++box)
-                  hopper::tma_store_2d(&tm_c, buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0);
+                  hopper::tma_store_2d_hint(&tm_c, buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0, c_policy);
                 hopper::bulk_commit();
               }
             }
