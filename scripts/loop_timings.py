@@ -132,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in table]
     if unknown:
         raise SystemExit(f"loop_timings: unknown rows {unknown}; rows: {', '.join(table)}")
-    if "import_jit" in names or "dev_noedit" in names:  # they need a warm JIT cache: build it first
-        if "jit_cold_build" not in names:
-            names.insert(names.index(next(n for n in names if n in ("import_jit", "dev_noedit"))), "jit_cold_build")
+    warm_jit_rows = ("import_jit", "dev_edit", "dev_noedit")  # they need a warm JIT cache: build it first
+    if any(n in names for n in warm_jit_rows) and "jit_cold_build" not in names:
+        names.insert(names.index(next(n for n in names if n in warm_jit_rows)), "jit_cold_build")
     names.sort(key=list(table).index)
     for name in list(names):  # rows that need an optional package (pytest-xdist) are left out without it
         needs = table[name].get("needs")
