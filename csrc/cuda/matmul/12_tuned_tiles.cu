@@ -531,9 +531,11 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   CUtensorMap map_c = {};
   const bool tma_store = N % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
                          hopper::encode_tensor_map_2d(&map_c, kBf16, c, N, M, N, kSwizzleCols, 64);
-  // Split-K clusters: with CM == 1 only, at most one k-slab a block.
+  // Split-K clusters: with CM == 1 only, at least one k-slab a block, a power of two (the cache below has a slot
+  // per power).
   if (CM > 1 || k_splits < 1) k_splits = 1;
   k_splits = std::min(k_splits, std::min(kMaxKSplits, (K + kBK - 1) / kBK));
+  while ((k_splits & (k_splits - 1)) != 0) k_splits &= k_splits - 1;  // drop the lowest set bit until one is left
   const int cluster_size = CM * k_splits;
   // Clusters the GPU holds at once (SMs group within GPCs only), read once per device and cluster size (CM, or
   // k_splits = 2, 4, 8: slots 1, 2, 3).
