@@ -34,6 +34,7 @@
 #include <cstdint>
 
 #include "cuda/matmul/hopper.cuh"
+#include "cuda/matmul/mma_sm80.cuh"  // l2_evict_first_policy
 
 namespace cuda_kernels::matmul_ladder {
 namespace wgmma12 {
@@ -415,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               if (t == 0) {
                 // C is written once and read by nothing here: evict-first, so that it does not push A and B out
                 // of L2 (docs/matmul.md, "Hopper tuning log", has what it measured).
-                const uint64_t c_policy = hopper::l2_evict_first();
+                const uint64_t c_policy = sm80::l2_evict_first_policy();
                 const int m0 = tm * kBM + consumer * 64, n0 = tn * BN + pass * Cfg::kOutCols;
 #pragma unroll
                 for (int box = 0; box < Cfg::kOutCols / kSwizzleCols; ++box)

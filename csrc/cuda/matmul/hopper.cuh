@@ -110,8 +110,8 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t sr
                : "memory");
 #endif
 }
-// The same, with an L2 cache policy for the written lines (l2_evict_first(): an output nothing in this kernel reads
-// again should not push the operands out of L2).
+// The same, with an L2 cache policy for the written lines (sm80::l2_evict_first_policy() in mma_sm80.cuh: an output
+// nothing in this kernel reads again should not push the operands out of L2).
 __device__ __forceinline__ void tma_store_2d_hint(const CUtensorMap* map, uint32_t src, int32_t c0, int32_t c1,
                                                   uint64_t policy) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -120,14 +120,6 @@ __device__ __forceinline__ void tma_store_2d_hint(const CUtensorMap* map, uint32
                "r"(c0), "r"(c1), "r"(src), "l"(policy)
                : "memory");
 #endif
-}
-// An L2 cache policy that evicts the lines it is given first.
-__device__ __forceinline__ uint64_t l2_evict_first() {
-  uint64_t policy = 0;
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-#endif
-  return policy;
 }
 __device__ __forceinline__ void bulk_commit() {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)

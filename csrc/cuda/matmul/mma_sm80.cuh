@@ -107,9 +107,9 @@ __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, 
   __trap();
 #endif
 }
-// The same for an operand that is read once in all (a skinny product's big matrix): the copy's L2 lines are marked
-// evict-first (policy from l2_evict_first_policy()), so streaming it through L2 evicts its own lines before the
-// lines other kernels left there, which would otherwise have to be written back to DRAM while this kernel reads.
+// An L2 cache policy (sm_80+) that evicts the lines it is given first: for data read or written once in all (a
+// skinny product's big operand, a GEMM's output), so that it leaves L2 before the lines other work still needs or
+// left dirty there (which would otherwise be written back to DRAM while this kernel runs).
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy = 0;
 #if !CUDA_KERNELS_SM80_UNSUPPORTED
@@ -117,6 +117,7 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
 #endif
   return policy;
 }
+// cp_async16_zfill with the copy's L2 lines under `policy` (l2_evict_first_policy() for an operand read once).
 __device__ __forceinline__ void cp_async16_zfill_stream(uint32_t dst, const void* src, bool valid, uint64_t policy) {
 #if !CUDA_KERNELS_SM80_UNSUPPORTED
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
