@@ -571,6 +571,10 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   const int64_t clusters =
       k_splits > 1 ? super_tiles : std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / CM}});
   cfg.gridDim = dim3(static_cast<unsigned>(clusters * cluster_size));
+  // A cluster of one block is launched as a plain grid (every block is then a cluster of one, so the kernel's
+  // cluster barriers still work): the cluster launch path costs about a microsecond more per call, which is most
+  // of a small problem's gap to cuBLAS (docs/matmul.md, "Small problems").
+  cfg.numAttrs = cluster_size > 1 ? 1 : 0;
   if (group_m <= 0) group_m = std::max(1, kGroupRows / CM);
   const StreamK sk = plan_stream_k(super_tiles, clusters, (K + kBK - 1) / kBK, CM, k_splits > 1 ? 0 : stream_k, ws);
   return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m,
