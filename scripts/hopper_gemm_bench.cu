@@ -422,7 +422,9 @@ int main(int argc, char** argv) {
         bench3(bf16, 8192, 1024, 4096,
                {{"s11", step_launcher(11)}, {"s12", step_launcher(12)}, {"Wsk1", cfg_launcher<W>(0, 0, 1)}});
         bench3(bf16, 2048, 2048, 2048,
-               {{"s11", step_launcher(11)}, {"s12", step_launcher(12)}, {"Midsk1", cfg_launcher<Mi>(0, 0, 1)},
+               {{"s11", step_launcher(11)},
+                {"s12", step_launcher(12)},
+                {"Midsk1", cfg_launcher<Mi>(0, 0, 1)},
                 {"Mi1", cfg_launcher<Mi1>(0, 0, -1)}});
         bench3(bf16, 1024, 1024, 1024, {{"s11", step_launcher(11)}, {"s12", step_launcher(12)}});
       }
