@@ -450,11 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         });
   }
   if (threadIdx.x % 128 == 0) hopper::bulk_wait();  // the last tile's stores are done before the block exits
-  // Each warp reaches the last barrier converged (the producer's thread 0 comes later than the rest of its warp):
-  // in a launch without clusters barrier.cluster compiles to the block-wide barrier, which expects whole warps
-  // (compute-sanitizer's synccheck reported divergent threads there).
-  __syncwarp();
-  hopper::cluster_sync();  // the peer may still arrive on our barriers until it is done
+  hopper::cluster_sync();                           // the peer may still arrive on our barriers until it is done
 #endif
 }
 

@@ -211,9 +211,13 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 }
 
 // All threads of all blocks of the cluster (exited threads excepted) meet here; memory operations before it
-// (shared-memory writes, barrier inits, remote arrivals) are visible to the whole cluster after it.
+// (shared-memory writes, barrier inits, remote arrivals) are visible to the whole cluster after it. Called by
+// whole warps, which first converge: in a grid launched without clusters (every block a cluster of one)
+// barrier.cluster compiles to the block-wide barrier, which expects converged warps (compute-sanitizer's synccheck
+// reported divergent threads when a producer's thread 0 arrived after the rest of its warp).
 __device__ __forceinline__ void cluster_sync() {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __syncwarp();
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 #endif
 }
