@@ -11,6 +11,7 @@
 //   /tmp/hopper_gemm_bench test 9 10 11 12   # every correctness case for those steps
 //   /tmp/hopper_gemm_bench cmp               # steps 11 and 12 vs cuBLAS, six shapes, interleaved rounds
 //   /tmp/hopper_gemm_bench explore           # named tile configurations of step 12
+//   /tmp/hopper_gemm_bench big               # step 12 at the six target shapes, 15 interleaved rounds
 // docs/matmul.md ("Hopper tuning log") has what each version measured with it.
 #include <cstdio>
 #define CUDA_KERNELS_MATMUL_STANDALONE
@@ -428,6 +429,18 @@ int main(int argc, char** argv) {
                 {"Mi1", cfg_launcher<Mi1>(0, 0, -1)}});
         bench3(bf16, 1024, 1024, 1024, {{"s11", step_launcher(11)}, {"s12", step_launcher(12)}});
       }
+    return 0;
+  }
+  if (mode == "big") {
+    // The target shapes of issue 12, step 12 as launched by default, for A/B runs of builds of two versions.
+    CB(cublasCreate(&g_handle));
+    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+    g_ws.bytes = w12::workspace_bytes(g_sms);
+    CK(cudaMalloc(&g_ws.ptr, g_ws.bytes));
+    const int shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048},
+                             {4000, 4000, 4000}, {8192, 1024, 4096}, {1024, 1024, 1024}};
+    for (bool bf16 : {true, false})
+      for (const auto& sh : shapes) bench3(bf16, sh[0], sh[1], sh[2], {{"s12", step_launcher(12)}}, 15);
     return 0;
   }
   if (mode == "cmp") {
