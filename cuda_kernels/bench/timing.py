@@ -225,7 +225,7 @@ class Timing:
 
 
 def make_flush_buffer(device: torch.device | str) -> Tensor | None:
-    """A buffer of at least twice the device's L2 cache; zeroing it evicts everything else from L2.
+    """A float32 buffer of at least twice the device's L2 cache, for flush_l2.
 
     None on the CPU (CPU caches are not flushed; see docs/benchmarks.md).
     """
@@ -234,7 +234,17 @@ def make_flush_buffer(device: torch.device | str) -> Tensor | None:
         return None
     l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0
     nbytes = 2 * l2_bytes if l2_bytes > 0 else DEFAULT_FLUSH_BYTES
-    return torch.empty(nbytes, dtype=torch.int8, device=device)
+    return torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
+
+
+def flush_l2(flush: Tensor) -> None:
+    """Evicts everything else from L2 by reading `flush` (make_flush_buffer), on the current stream.
+
+    A read, not a write: zeroing the buffer (as triton.testing.do_bench does) leaves L2 full of dirty lines, and the
+    timed call that follows pays for writing them back to DRAM as it evicts them, 3-11 us on the H100 for a
+    32-64 MB read (docs/benchmarks.md). Read, the lines are clean and the call starts from a cold L2 only.
+    """
+    torch.sum(flush)
 
 
 def time_fn(
@@ -246,7 +256,7 @@ def time_fn(
 ) -> Timing:
     """Times fn() (no arguments; its result is dropped) on device and returns the per-call times.
 
-    CUDA: one event pair around each call, with flush.zero_() before each (outside the events) when flush is
+    CUDA: one event pair around each call, with flush_l2(flush) before each (outside the events) when flush is
     given. CPU: time.perf_counter around each call. Every sample is divided by calls_per_sample (for a graph
     replay that runs several calls).
     """
@@ -316,7 +326,7 @@ def _time_cuda_batch(fn: Callable[[], Any], flush: Tensor | None, reps: int) -> 
         t0 = time.perf_counter()
         for i in range(reps):
             if flush is not None:
-                flush.zero_()
+                flush_l2(flush)
             starts[i].record()
             fn()
             ends[i].record()
