@@ -1,18 +1,22 @@
 // Standalone test of float32 y (1 x N) = x (1 x K) @ W (K x N, row-major) on the GPU, against cublasSgemv: variants
 // of step 14's "rows" loop (how K is split, loads in flight, double buffering, block width) and the cache policy of
-// W's loads (__ldg, __ldcs, an L2 evict-first policy), each timed after a 100 MB cudaMemsetAsync that flushes L2 the
-// way benchmark.py does (leaving it full of dirty lines). It is why step 14 loads its streamed operand evict-first
-// (docs/matmul.md, "Skinny outputs"; the H100 output is docs/results/h100_gemv_evict_first.txt).
+// W's loads (__ldg, __ldcs, an L2 evict-first policy), each timed after an L2 flush. By default the flush is a 100 MB
+// cudaMemsetAsync, the way benchmark.py flushed until commit c2a3f34 (leaving L2 full of dirty lines that the timed
+// kernel writes back); with the argument `read` it is a kernel reading 100 MB (what benchmark.py does now: a clean,
+// cold L2). The zeroing flush is why step 14 loads its streamed operand evict-first (docs/matmul.md, "Skinny
+// outputs"; the H100 output is docs/results/h100_gemv_evict_first.txt). Each round also times a kernel that only
+// reads W (64 MB, a sum per block): the bandwidth ceiling of a kernel that must read W once.
 //
 // Build and run (cuBLAS headers and library from the toolkit or torch's nvidia/cu13 wheel directory NV):
 //   nvcc -std=c++17 -O3 -arch=sm_90a -I$NV/include -L$NV/lib -o /tmp/gemv scripts/gemv_evict_first.cu
-//   -l:libcublas.so.13 /tmp/gemv
+//   -l:libcublas.so.13 /tmp/gemv [read]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                              \
@@ -143,7 +147,25 @@ __global__ void reduce(const float* part, float* y, int N, int splits) {
   }
 }
 
-int main() {
+// Reads n floats (n % 4 == 0) in float4s, grid-stride, and writes one sum per block (so no load is dead code).
+__global__ void __launch_bounds__(256) read_all(const float* p, size_t n, float* sums) {
+  __shared__ float red[256];
+  float acc = 0.f;
+  for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 4; i < n; i += (size_t)gridDim.x * blockDim.x * 4) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(p + i));
+    acc += v.x + v.y + v.z + v.w;
+  }
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = 128; s > 0; s /= 2) {
+    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) sums[blockIdx.x] = red[0];
+}
+
+int main(int argc, char** argv) {
+  const bool read_flush = argc > 1 && std::string(argv[1]) == "read";
   const int N = 4096, K = 4096;
   int sms;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -155,6 +177,9 @@ int main() {
   CK(cudaMalloc(&yref, N * 4));
   CK(cudaMalloc(&part, (size_t)1024 * N * 4));
   CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaMemset(flush, 0, flush_bytes));
+  float* sums;
+  CK(cudaMalloc(&sums, 65536 * 4));
   std::vector<float> h((size_t)K * N);
   for (size_t i = 0; i < h.size(); ++i) h[i] = ((i * 2654435761u) % 1000) / 1000.f - 0.5f;
   CK(cudaMemcpy(W, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
@@ -169,7 +194,11 @@ int main() {
     cudaEventCreate(&a);
     cudaEventCreate(&b);
     for (int r = 0; r < 40; ++r) {
-      cudaMemsetAsync(flush, 0, flush_bytes);
+      if (read_flush) {
+        read_all<<<sms * 8, 256>>>(flush, flush_bytes / 4, sums);
+      } else {
+        cudaMemsetAsync(flush, 0, flush_bytes);
+      }
       cudaEventRecord(a);
       f();
       cudaEventRecord(b);
@@ -192,7 +221,12 @@ int main() {
   cublas();
   for (int round = 0; round < 2; ++round) {
     const float tc = time_us(cublas);
-    printf("round %d cuBLAS sgemv %.1f us (%.2f TB/s)\n", round, tc, K * (double)N * 4 / tc / 1e6);
+    printf("round %d (%s flush) cuBLAS sgemv %.1f us (%.2f TB/s)\n", round, read_flush ? "read" : "zeroing", tc,
+           K * (double)N * 4 / tc / 1e6);
+    for (int blocks : {sms * 4, sms * 8, sms * 16}) {
+      const float tr = time_us([&] { read_all<<<blocks, 256>>>(W, (size_t)K * N, sums); });
+      printf("  read W only   grid %5d: %6.1f us (%.2f TB/s)\n", blocks, tr, K * (double)N * 4 / tr / 1e6);
+    }
     auto run = [&](const char* name, auto kern, int tile, int splits) {
       const int kc = (K + splits - 1) / splits;
       const int sp = (K + kc - 1) / kc;
