@@ -12,6 +12,7 @@
 //   /tmp/hopper_gemm_bench cmp               # steps 11 and 12 vs cuBLAS, six shapes, interleaved rounds
 //   /tmp/hopper_gemm_bench explore           # named tile configurations of step 12
 //   /tmp/hopper_gemm_bench big               # step 12 at the six target shapes, 15 interleaved rounds
+//   /tmp/hopper_gemm_bench loop 4096 4096 4096 3 [cublas]   # back to back for 3 s (clocks under the power cap)
 // docs/matmul.md ("Hopper tuning log") has what each version measured with it.
 #include <cstdio>
 #define CUDA_KERNELS_MATMUL_STANDALONE
@@ -441,6 +442,42 @@ int main(int argc, char** argv) {
                              {4000, 4000, 4000}, {8192, 1024, 4096}, {1024, 1024, 1024}};
     for (bool bf16 : {true, false})
       for (const auto& sh : shapes) bench3(bf16, sh[0], sh[1], sh[2], {{"s12", step_launcher(12)}}, 15);
+    return 0;
+  }
+  if (mode == "loop") {
+    // loop M N K SECONDS [cublas]: step 12 (or cuBLAS) in bf16 back to back for SECONDS, then the mean time per
+    // call: what a build runs at when the board sits at its power cap (sample nvidia-smi clocks and power beside it).
+    if (argc < 6) {
+      printf("usage: %s loop M N K SECONDS [cublas]\n", argv[0]);
+      return 2;
+    }
+    const int M = atoi(argv[2]), N = atoi(argv[3]), K = atoi(argv[4]);
+    const double seconds = atof(argv[5]);
+    const bool use_cublas = argc > 6 && std::string(argv[6]) == "cublas";
+    CB(cublasCreate(&g_handle));
+    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+    g_step = 12;
+    Mat a = make_a(M, K, false, 0, true, 7), b = make_b(K, N, true, 0, true, 8);
+    uint16_t* c;
+    CK(cudaMalloc(&c, (size_t)M * N * 2));
+    const auto call = [&] {
+      if (use_cublas) {
+        cublas_mm(true, M, N, K, a, b, c, false);
+      } else {
+        CK(ours(true, M, N, K, a, b, c, LaunchOptions{}));
+      }
+    };
+    const float first = time_ms(call, 10);
+    const int per_batch = std::max(1, static_cast<int>(50.0 / first));  // ~50 ms of calls between event reads
+    int64_t calls = 0;
+    float total_ms = 0.f;
+    while (total_ms < seconds * 1e3) {
+      total_ms += time_ms(call, per_batch) * per_batch;
+      calls += per_batch;
+    }
+    printf("loop %s bf16 %dx%dx%d: %lld calls in %.2f s, %.2f us a call, %.1f TFLOP/s\n", use_cublas ? "cuBLAS" : "s12",
+           M, N, K, static_cast<long long>(calls), total_ms / 1e3, total_ms * 1e3 / calls,
+           2.0 * M * N * K * calls / (total_ms / 1e3) / 1e12);
     return 0;
   }
   if (mode == "cmp") {
