@@ -154,6 +154,20 @@ def test_cuda_batch_redone_when_the_host_falls_behind():
     assert timing.median(samples) < 0.5, samples
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_l2_flush_only_reads_its_buffer():
+    """The flush before each timed call must read twice the L2, not write it: a written (zeroed) buffer leaves L2
+    full of dirty lines whose write-back the timed call then pays for (docs/benchmarks.md)."""
+    flush = timing.make_flush_buffer("cuda")
+    l2_bytes = torch.cuda.get_device_properties(0).L2_cache_size
+    assert flush.numel() * flush.element_size() >= 2 * l2_bytes
+    flush.fill_(1.0)
+    timing._time_cuda_batch(lambda: None, flush, 3)
+    torch.cuda.synchronize()
+    assert bool((flush == 1.0).all())
+
+
 def test_host_bound_batches_are_noted_in_the_record():
     case, ours = table.Case("square", torch.float32, (8,)), table.Impl("ours")
     assert report.make_record(case, ours, timing.Timing([1.0]))["note"] == ""
