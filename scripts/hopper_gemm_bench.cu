@@ -336,8 +336,9 @@ static void bench3(bool bf16, int M, int N, int K, const std::vector<std::pair<s
   cudaFree(b.p);
 }
 
-// Median of per-call times with a 2 x L2 buffer zeroed before every call (as benchmark.py times): what a small
-// problem costs when its operands come from DRAM and its launch cannot overlap the previous call.
+// Median of per-call times with a 2 x L2 buffer zeroed before every call (as benchmark.py timed up to commit
+// c2a3f34; it now flushes by reading, docs/benchmarks.md): what a small problem costs when its operands come from
+// DRAM and its launch cannot overlap the previous call.
 static float time_cold_ms(const std::function<void()>& f, int calls) {
   static void* flush = nullptr;
   static size_t flush_bytes = 0;
@@ -386,13 +387,20 @@ static void bench_small(bool bf16, int M, int N, int K, const std::vector<std::p
   cudaFree(b.p);
 }
 
+// The cuBLAS handle and SM count every mode needs; with_workspace: also step 12's stream-K workspace.
+static void init_harness(bool with_workspace) {
+  CB(cublasCreate(&g_handle));
+  CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+  if (with_workspace) {
+    g_ws.bytes = w12::workspace_bytes(g_sms);
+    CK(cudaMalloc(&g_ws.ptr, g_ws.bytes));
+  }
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "all";
   if (mode == "small") {
-    CB(cublasCreate(&g_handle));
-    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
-    g_ws.bytes = w12::workspace_bytes(g_sms);
-    CK(cudaMalloc(&g_ws.ptr, g_ws.bytes));
+    init_harness(true);
     using N4 = w12::Config<64, 1, 4, 64>;
     for (int sz : {256, 512, 768, 1024})
       for (bool bf16 : {true, false})
@@ -408,10 +416,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "explore") {
-    CB(cublasCreate(&g_handle));
-    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
-    g_ws.bytes = w12::workspace_bytes(g_sms);
-    CK(cudaMalloc(&g_ws.ptr, g_ws.bytes));
+    init_harness(true);
     using W = w12::Wide;
     using W1 = w12::Config<256, 1, 4, 128>;
     using Mi = w12::Mid;
@@ -434,10 +439,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "big") {
     // The target shapes of issue 12, step 12 as launched by default, for A/B runs of builds of two versions.
-    CB(cublasCreate(&g_handle));
-    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
-    g_ws.bytes = w12::workspace_bytes(g_sms);
-    CK(cudaMalloc(&g_ws.ptr, g_ws.bytes));
+    init_harness(true);
     const int shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048},
                              {4000, 4000, 4000}, {8192, 1024, 4096}, {1024, 1024, 1024}};
     for (bool bf16 : {true, false})
@@ -454,8 +456,7 @@ int main(int argc, char** argv) {
     const int M = atoi(argv[2]), N = atoi(argv[3]), K = atoi(argv[4]);
     const double seconds = atof(argv[5]);
     const bool use_cublas = argc > 6 && std::string(argv[6]) == "cublas";
-    CB(cublasCreate(&g_handle));
-    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+    init_harness(false);
     g_step = 12;
     Mat a = make_a(M, K, false, 0, true, 7), b = make_b(K, N, true, 0, true, 8);
     uint16_t* c;
@@ -481,8 +482,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "cmp") {
-    CB(cublasCreate(&g_handle));
-    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+    init_harness(false);
     int shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048},
                        {4000, 4000, 4000}, {8192, 1024, 4096}, {1024, 1024, 1024}};
     for (bool bf16 : {true, false})
@@ -493,8 +493,7 @@ int main(int argc, char** argv) {
   std::vector<int> steps;
   for (int i = 2; i < argc; ++i) steps.push_back(atoi(argv[i]));
   if (steps.empty()) steps = {9, 10};
-  CB(cublasCreate(&g_handle));
-  CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+  init_harness(false);
   printf("SMs %d, probe %d\n", g_sms, (int)cuda_kernels::matmul_ladder::wgmma09::probe_wgmma(0));
   for (int step : steps) {
     g_step = step;

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import torch
 
 import cuda_kernels
+from cuda_kernels.bench import timing
 
 
 def median_us(fn: Callable[[], object], flush: Callable[[], object], reps: int = 300) -> float:
@@ -39,11 +40,11 @@ def main() -> None:
     dev = "cuda"
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     zero_buf = torch.empty(2 * l2, dtype=torch.int8, device=dev)
-    read_buf = torch.ones(2 * l2 // 4, dtype=torch.float32, device=dev)
+    read_buf = timing.make_flush_buffer(dev)
     flushes = {
         "zero": zero_buf.zero_,
-        "zero+read": lambda: (zero_buf.zero_(), read_buf.sum()),
-        "read": read_buf.sum,
+        "zero+read": lambda: (zero_buf.zero_(), timing.flush_l2(read_buf)),
+        "read": lambda: timing.flush_l2(read_buf),
     }
     cases: list[tuple[str, Callable[[], object], int]] = []
     for dtype in (torch.bfloat16, torch.float32):
