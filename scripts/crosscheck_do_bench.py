@@ -17,13 +17,12 @@ Exit codes: 0 all within --tolerance (default 5%), 1 some case differs by more, 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 
@@ -38,17 +37,6 @@ CASES = [
 ]
 
 
-@contextlib.contextmanager
-def zeroing_flush() -> Iterator[None]:
-    """timing.time_fn flushes L2 by zeroing its buffer inside this block, as triton.testing.do_bench does."""
-    reading = timing.flush_l2
-    timing.flush_l2 = lambda buffer: buffer.zero_()
-    try:
-        yield
-    finally:
-        timing.flush_l2 = reading
-
-
 def crosscheck(tolerance: float) -> list[dict[str, Any]]:
     """One row per case: the harness's medians (ms) with its own and with do_bench's flush, do_bench's median, the
     ratio of the like-for-like pair (zeroing flush on both sides) and whether it is within tolerance."""
@@ -61,7 +49,8 @@ def crosscheck(tolerance: float) -> list[dict[str, Any]]:
         inputs = run.make_inputs(case, device)
         fn = run.make_fn(case, table.Impl("torch"), inputs)
         harness_ms = timing.time_fn(fn, device, timing.CUDA_TIMING, flush).median_ms
-        with zeroing_flush():
+        # timing.time_fn with do_bench's flush: zeroing the buffer instead of reading it.
+        with mock.patch.object(timing, "flush_l2", lambda buffer: buffer.zero_()):
             harness_zeroing_ms = timing.time_fn(fn, device, timing.CUDA_TIMING, flush).median_ms
         do_bench_ms = do_bench(fn, return_mode="median")
         ratio = harness_zeroing_ms / do_bench_ms

@@ -33,6 +33,7 @@ from cuda_kernels.bench.timing import (
     CUDA_QUICK_TIMING,
     CUDA_TIMING,
     GRAPH_CALLS,
+    L2_FLUSH_METHOD,
     describe_timing,
     make_flush_buffer,
 )
@@ -248,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         "method": method,
         "graph_calls": GRAPH_CALLS if args.cuda_graph else None,
         "l2_flush": device.type == "cuda",
-        # How: "read" (timing.flush_l2). JSON without this key zeroed the buffer, which charged the write-back of
-        # its dirty lines to the timed call (docs/benchmarks.md).
-        "l2_flush_method": "read" if device.type == "cuda" else None,
+        # How (timing.flush_l2). JSON without this key zeroed the buffer, which charged the write-back of its dirty
+        # lines to the timed call (docs/benchmarks.md).
+        "l2_flush_method": L2_FLUSH_METHOD if device.type == "cuda" else None,
         # Rows with math "tf32" ran with torch.backends.cuda.matmul.allow_tf32 = True (ours and torch.mm); every
         # other row with it False, so the float32 cuBLAS roofline is true FP32 like our SIMT kernels.
         "tf32": any(c.math == "tf32" for c in cases),

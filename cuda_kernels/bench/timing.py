@@ -237,6 +237,10 @@ def make_flush_buffer(device: torch.device | str) -> Tensor | None:
     return torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
 
 
+# What flush_l2 does to its buffer, as benchmark.py's JSON records it (env.settings.l2_flush_method).
+L2_FLUSH_METHOD = "read"
+
+
 def flush_l2(flush: Tensor) -> None:
     """Evicts everything else from L2 by reading `flush` (make_flush_buffer), on the current stream.
 
