@@ -101,18 +101,39 @@ inline std::string built_archs() {
   return out;
 }
 
+// The ladder's Dtype (csrc/cuda/matmul/args.h) of a dtype is_supported_float accepts.
+inline matmul_ladder::Dtype ladder_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return matmul_ladder::Dtype::kFloat32;
+    case at::kDouble:
+      return matmul_ladder::Dtype::kFloat64;
+    case at::kHalf:
+      return matmul_ladder::Dtype::kFloat16;
+    case at::kBFloat16:
+      return matmul_ladder::Dtype::kBFloat16;
+    default:
+      TORCH_CHECK(false, "cuda_kernels.matmul: the kernel ladder does not compute ", t);
+  }
+}
+
+// t's bit in a step's `dtypes` mask; 0 for dtypes the ladder does not know.
+inline unsigned ladder_dtype_bit(at::ScalarType t) {
+  return is_supported_float(t) ? matmul_ladder::dtype_bit(ladder_dtype(t)) : 0u;
+}
+
 // What ladder step `step` needs that a call with `dtype` on `gpu` does not have, as the end of a sentence that
 // starts with the step ("supports float16 and bfloat16, got float32"); empty when it can run.
 // tf32: whether torch allows TF32 for float32 matmul now (at::globalContext().allowTF32CuBLAS()).
 inline std::string matmul_step_unmet_need(const matmul_ladder::Step& step, at::ScalarType dtype,
                                           const matmul_ladder::GpuInfo& gpu, bool tf32) {
-  if (!(step.dtypes & matmul_ladder::dtype_bit(dtype))) {
+  if (!(step.dtypes & ladder_dtype_bit(dtype))) {
     std::string takes;
     const at::ScalarType all[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
     int n = 0, count = 0;
-    for (const at::ScalarType t : all) count += (step.dtypes & matmul_ladder::dtype_bit(t)) ? 1 : 0;
+    for (const at::ScalarType t : all) count += (step.dtypes & ladder_dtype_bit(t)) ? 1 : 0;
     for (const at::ScalarType t : all) {
-      if (!(step.dtypes & matmul_ladder::dtype_bit(t))) continue;
+      if (!(step.dtypes & ladder_dtype_bit(t))) continue;
       takes += std::string(n == 0 ? "" : n == count - 1 ? " and " : ", ") + matmul_dtype_name(t);
       ++n;
     }

@@ -29,6 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 EDITED = os.path.join("csrc", "cpu", "square.cpp")  # replaced by the CUDA source when the build has CUDA
 EDITED_CUDA = os.path.join("csrc", "cuda", "square.cu")
+# A Hopper step of the matmul ladder, for the row that rebuilds one ladder step (CUDA builds only).
+EDITED_STEP = os.path.join("csrc", "cuda", "matmul", "11_tma_store.cu")
 PIP_INSTALL = [PY, "-m", "pip", "install", "-q", "--no-build-isolation", "-e", "."]
 FAST_ONE_OP = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", "tests/test_square.py"]
 
@@ -68,6 +70,12 @@ def rows(jit_dir: str) -> dict[str, dict[str, object]]:
             "what": "one kernel source edited, then `pip install --no-build-isolation -e .` and the op's fast tests",
             "cmd": [*PIP_INSTALL, "&&", *FAST_ONE_OP],
             "edit": True,
+        },
+        "pip_edit_step": {
+            "what": "one matmul ladder step edited (11_tma_store.cu), then `pip install --no-build-isolation -e .`",
+            "cmd": PIP_INSTALL,
+            "edit": EDITED_STEP,
+            "needs_cuda": True,
         },
         "fast_one_op": {
             "what": "one op's fast tier: `pytest -q -m 'not slow' tests/test_square.py`",
@@ -136,10 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     if any(n in names for n in warm_jit_rows) and "jit_cold_build" not in names:
         names.insert(names.index(next(n for n in names if n in warm_jit_rows)), "jit_cold_build")
     names.sort(key=list(table).index)
-    for name in list(names):  # rows that need an optional package (pytest-xdist) are left out without it
+    for name in list(names):  # rows that need an optional package (pytest-xdist) or CUDA are left out without it
         needs = table[name].get("needs")
         if needs and importlib.util.find_spec(needs) is None:
             print(f"{name}: left out ({needs} is not installed)")
+            names.remove(name)
+        elif table[name].get("needs_cuda") and not info["cuda"]:
+            print(f"{name}: left out (a CPU-only build)")
             names.remove(name)
 
     def write_json() -> None:  # after every row, so a run cut short keeps what it measured
@@ -160,9 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"env": env_block, "rows": records}, f, indent=1)
 
-    path = os.path.join(ROOT, edited)
-    with open(path) as f:
-        original = f.read()
+    # The files edit rows change ("edit": True edits the op's kernel, a path edits that file), restored at the end.
+    edited_by = {n: (edited if table[n].get("edit") is True else table[n].get("edit")) for n in names}
+    originals = {}
+    for path in {p for p in edited_by.values() if p}:
+        with open(os.path.join(ROOT, path)) as f:
+            originals[path] = f.read()
     records, edits = [], 0
     try:
         for name in names:
@@ -170,10 +184,10 @@ def main(argv: list[str] | None = None) -> int:
             env = dict(os.environ, **row.get("env", {}))
             times, code, tail = [], 0, ""
             for _ in range(1 if row.get("once") else args.repeat):
-                if row.get("edit"):
+                if edited_by[name]:
                     edits += 1
-                    with open(path, "w") as f:
-                        f.write(original + f"// loop_timings edit {edits}\n")
+                    with open(os.path.join(ROOT, edited_by[name]), "w") as f:
+                        f.write(originals[edited_by[name]] + f"// loop_timings edit {edits}\n")
                 seconds, code, tail = run_once(row["cmd"], env)
                 times.append(seconds)
                 if code != 0:
@@ -184,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 "what": row["what"],
                 "command": cmd,
                 "env": row.get("env", {}),
-                "edited": edited if row.get("edit") else None,
+                "edited": edited_by[name],
                 "seconds": times,
                 "median_s": statistics.median(times),
                 "exit_code": code,
@@ -197,8 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             if code != 0:
                 print(tail, file=sys.stderr)
     finally:
-        with open(path, "w") as f:
-            f.write(original)
+        for path, text in originals.items():
+            with open(os.path.join(ROOT, path), "w") as f:
+                f.write(text)
         shutil.rmtree(jit_dir, ignore_errors=True)
 
     return 1 if any(r["exit_code"] for r in records) else 0

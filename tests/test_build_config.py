@@ -402,6 +402,47 @@ def test_sources_cover_every_kernel_file():
     assert set(cpu) < set(cuda) and any(s.endswith("square.cu") for s in cuda)
 
 
+# Headers a kernel file may reach: CUDA's, the standard library's, c10's scalar types, and the project's own light
+# headers. ATen, torch and the rest of c10 cost 10-40 s per nvcc pass of every file that includes them
+# (csrc/cuda/matmul/args.h); the .cpp files beside the kernels (ladder.cpp, ops.cpp, errors.cpp) include them instead.
+LIGHT_C10_HEADERS = {"c10/util/Half.h", "c10/util/BFloat16.h"}
+
+
+def _heavy_includes(path: str, seen: set[str]) -> list[str]:
+    """The ATen/torch/c10 headers (other than LIGHT_C10_HEADERS) path includes, following the project's includes."""
+    import re
+
+    if path in seen:
+        return []
+    seen.add(path)
+    heavy = []
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'\s*#\s*include\s*([<"])([^>"]+)[>"]', line)
+            if not m:
+                continue
+            name = m.group(2)
+            own = os.path.join(bc.CSRC, name)
+            if m.group(1) == '"' and os.path.exists(own):
+                heavy += [f"{name} -> {h}" for h in _heavy_includes(own, seen)]
+            elif name.split("/")[0] in ("ATen", "torch", "c10") and name not in LIGHT_C10_HEADERS:
+                heavy.append(name)
+    return heavy
+
+
+def test_kernel_files_include_no_aten_headers():
+    """The ladder's and square's kernel files. (An op from `python -m cuda_kernels.new` keeps its host function in
+    its .cu, with ATen, so that adding it edits no shared file; it is not checked here.)"""
+    import glob
+
+    cuda = os.path.join(bc.CSRC, "cuda")
+    kernel_files = [os.path.join(cuda, "square.cu")] + sorted(glob.glob(os.path.join(cuda, "*.cuh")))
+    kernel_files += sorted(glob.glob(os.path.join(cuda, "matmul", "*.cu*")))
+    assert len(kernel_files) > 10
+    heavy = {os.path.relpath(f, bc.CSRC): _heavy_includes(f, set()) for f in kernel_files}
+    assert {f: h for f, h in heavy.items() if h} == {}
+
+
 def test_setup_py_refuses_build_isolation_with_one_line(tmp_path):
     # What pip's isolated build environment looks like: setup.py runs where torch cannot be imported.
     setup_py = str(bc.ROOT) + "/setup.py"

@@ -152,7 +152,7 @@ std::vector<std::pair<int64_t, std::vector<std::string>>> matmul_cuda_variant_dt
   for (const matmul_ladder::Step& s : matmul_cuda_ladder()) {
     std::vector<std::string> names;
     for (const at::ScalarType t : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16})
-      if (s.dtypes & matmul_ladder::dtype_bit(t)) names.emplace_back(matmul_dtype_name(t));
+      if (s.dtypes & ladder_dtype_bit(t)) names.emplace_back(matmul_dtype_name(t));
     out.emplace_back(s.variant, std::move(names));
   }
   return out;

@@ -1,13 +1,14 @@
-// Small helpers shared by the CUDA kernels. Only light ATen/c10 headers: never torch/extension.h in .cu files
-// (it alone doubles a kernel file's compile time).
+// Small helpers shared by the CUDA kernels. No ATen or c10 headers (csrc/cuda/matmul/args.h says why): errors go
+// through csrc/cuda/errors.h.
 #pragma once
 
-#include <c10/cuda/CUDAException.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+
+#include "cuda/errors.h"
 
 namespace cuda_kernels {
 
@@ -28,7 +29,7 @@ int cached_device_attribute(int device) {
     if (cached != 0) return cached;
   }
   int value = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&value, kAttr, device));
+  CUDA_KERNELS_CUDA_CHECK(cudaDeviceGetAttribute(&value, kAttr, device));
   if (cacheable) cache[device].store(value, std::memory_order_relaxed);
   return value;
 }
@@ -64,7 +65,8 @@ void opt_in_dynamic_smem(std::size_t bytes, int device) {
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> done[kMaxDevices] = {};
   if (device < kMaxDevices && done[device].load(std::memory_order_relaxed)) return;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  CUDA_KERNELS_CUDA_CHECK(
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   if (device < kMaxDevices) done[device].store(true, std::memory_order_relaxed);
 }
 
@@ -81,7 +83,7 @@ int kernel_ptx_version(int device) {
     if (cached != 0) return cached;
   }
   cudaFuncAttributes attr{};
-  C10_CUDA_CHECK(cudaFuncGetAttributes(&attr, kKernel));
+  CUDA_KERNELS_CUDA_CHECK(cudaFuncGetAttributes(&attr, kKernel));
   if (device < kMaxDevices) cache[device].store(attr.ptxVersion, std::memory_order_relaxed);
   return attr.ptxVersion;
 }

@@ -4,13 +4,9 @@
 // kTile-wide slabs: the block loads a kTile x kTile tile of A and of B into shared memory (each element read
 // from global memory once per block instead of once per thread), synchronizes, and every thread does kTile
 // multiply-adds from shared memory. Reads go through strides, so transposed and other views need no copy.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include <algorithm>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -23,7 +19,7 @@ template <typename scalar_t>
 __global__ void __launch_bounds__(kTile* kTile)
     matmul_kernel_01_tiled(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B, scalar_t* __restrict__ C,
                            int64_t M, int64_t N, int64_t K, int64_t sa0, int64_t sa1, int64_t sb0, int64_t sb1) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = acc_type_t<scalar_t>;
   // +1 column of padding: threads of a warp reading a column of As hit 32 different banks.
   __shared__ acc_t As[kTile][kTile + 1];
   __shared__ acc_t Bs[kTile][kTile + 1];
@@ -50,18 +46,18 @@ __global__ void __launch_bounds__(kTile* kTile)
 
 }  // namespace
 
-void launch_01_tiled(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+void launch_01_tiled(const Args& args) {
+  const int64_t M = args.M, N = args.N, K = args.K;
   const dim3 block(kTile, kTile);
   const dim3 grid(static_cast<unsigned>(ceil_div<int64_t>(N, kTile)),
                   static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(M, kTile), kMaxGridY)));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul", [&] {
-    matmul_kernel_01_tiled<scalar_t><<<grid, block, 0, stream>>>(
-        a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1));
+  dispatch_dtype(args.dtype, [&](auto t) {
+    using scalar_t = decltype(t);
+    matmul_kernel_01_tiled<scalar_t><<<grid, block, 0, args.stream>>>(args.a_ptr<scalar_t>(), args.b_ptr<scalar_t>(),
+                                                                      args.c_ptr<scalar_t>(), M, N, K, args.sa0,
+                                                                      args.sa1, args.sb0, args.sb1);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CUDA_KERNELS_LAUNCH_CHECK();
 }
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -6,13 +6,9 @@
 // 64 FMAs per 16 shared loads instead of 1 per 2. The block tile grows to 128 x 128 so each element brought
 // into shared memory is reused 128 times (step 1: 32), cutting global-memory traffic by 4x as well.
 // Loads are scalar and bounds-checked, so any M, N, K works; a and b must be row-major (the dispatcher copies).
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include <algorithm>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -31,7 +27,7 @@ template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads)
     matmul_kernel_02_blocktile_2d(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
                                   scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = acc_type_t<scalar_t>;
   __shared__ acc_t As[kBM][kBK];
   __shared__ acc_t Bs[kBK][kBN];
   const int tid = threadIdx.x;
@@ -87,16 +83,16 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void launch_02_blocktile_2d(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+void launch_02_blocktile_2d(const Args& args) {
+  const int64_t M = args.M, N = args.N, K = args.K;
   const dim3 grid(static_cast<unsigned>(ceil_div<int64_t>(N, kBN)),
                   static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(M, kBM), kMaxGridY)));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul", [&] {
-    matmul_kernel_02_blocktile_2d<scalar_t><<<grid, kThreads, 0, stream>>>(
-        a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K);
+  dispatch_dtype(args.dtype, [&](auto t) {
+    using scalar_t = decltype(t);
+    matmul_kernel_02_blocktile_2d<scalar_t><<<grid, kThreads, 0, args.stream>>>(
+        args.a_ptr<scalar_t>(), args.b_ptr<scalar_t>(), args.c_ptr<scalar_t>(), M, N, K);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CUDA_KERNELS_LAUNCH_CHECK();
 }
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -10,13 +10,9 @@
 // Fewer, wider instructions leave more issue slots for the FMAs. 16-byte global accesses need float32, row
 // pitches (K for a, N for b and c) that are multiples of 4 and 16-byte aligned pointers; other shapes and dtypes
 // take the same kernel with scalar, bounds-checked accesses (kVec = false), so any M, N, K works.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include <algorithm>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/matmul/pack4.cuh"
 #include "cuda/utils.cuh"
 
@@ -39,7 +35,7 @@ template <typename scalar_t, bool kVec>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_03_vectorized(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
                                 scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = acc_type_t<scalar_t>;
   __shared__ alignas(sizeof(Pack4<acc_t>)) acc_t As[kBK][kBM + kAPad];  // A slab transposed: As[k][row]
   __shared__ alignas(sizeof(Pack4<acc_t>)) acc_t Bs[kBK][kBN];          // B slab as is: Bs[k][col]
   const int tid = threadIdx.x;
@@ -94,17 +90,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-void launch_03_vectorized(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+void launch_03_vectorized(const Args& args) {
+  const int64_t M = args.M, N = args.N, K = args.K;
   const dim3 grid(static_cast<unsigned>(ceil_div<int64_t>(N, kBN)),
                   static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(M, kBM), kMaxGridY)));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  dispatch_vec4(a, b, c, [&](auto zero, auto vec) {
+  dispatch_vec4(args, [&](auto zero, auto vec) {
     using scalar_t = decltype(zero);
-    matmul_kernel_03_vectorized<scalar_t, decltype(vec)::value><<<grid, kThreads, 0, stream>>>(
-        a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K);
+    matmul_kernel_03_vectorized<scalar_t, decltype(vec)::value><<<grid, kThreads, 0, args.stream>>>(
+        args.a_ptr<scalar_t>(), args.b_ptr<scalar_t>(), args.c_ptr<scalar_t>(), M, N, K);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CUDA_KERNELS_LAUNCH_CHECK();
 }
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -7,13 +7,9 @@
 // registers go to the second shared-memory buffer. Two buffers also drop one of the two barriers per slab: a
 // buffer is only rewritten after the barrier that ends the slab that read it.
 // Tile shapes, the transposed A slab and the 16-byte accesses are those of step 3.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include <algorithm>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/matmul/pack4.cuh"
 #include "cuda/utils.cuh"
 
@@ -35,7 +31,7 @@ template <typename scalar_t, bool kVec>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_04_double_buffer(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
                                    scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = acc_type_t<scalar_t>;
   constexpr int kALoads = kBM * kBK / 4 / kThreads;  // four-wide chunks of the A slab per thread
   constexpr int kBLoads = kBK * kBN / 4 / kThreads;  // ... of the B slab
   static_assert(kALoads * kThreads * 4 == kBM * kBK && kBLoads * kThreads * 4 == kBK * kBN);
@@ -117,17 +113,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-void launch_04_double_buffer(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+void launch_04_double_buffer(const Args& args) {
+  const int64_t M = args.M, N = args.N, K = args.K;
   const dim3 grid(static_cast<unsigned>(ceil_div<int64_t>(N, kBN)),
                   static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(M, kBM), kMaxGridY)));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  dispatch_vec4(a, b, c, [&](auto zero, auto vec) {
+  dispatch_vec4(args, [&](auto zero, auto vec) {
     using scalar_t = decltype(zero);
-    matmul_kernel_04_double_buffer<scalar_t, decltype(vec)::value><<<grid, kThreads, 0, stream>>>(
-        a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K);
+    matmul_kernel_04_double_buffer<scalar_t, decltype(vec)::value><<<grid, kThreads, 0, args.stream>>>(
+        args.a_ptr<scalar_t>(), args.b_ptr<scalar_t>(), args.c_ptr<scalar_t>(), M, N, K);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CUDA_KERNELS_LAUNCH_CHECK();
 }
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -9,13 +9,9 @@
 // all lanes of a warp row get their A value by broadcast. The warp's outputs also form a compact 32 x 64 block,
 // which keeps the A and B values it needs per k at 32 + 64 instead of 16 + 128 (steps 3-4).
 // 16-byte C stores of a warp now cover whole 128-byte rows. Global loads and double buffering are step 4's.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <c10/cuda/CUDAStream.h>
-
 #include <algorithm>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/matmul/pack4.cuh"
 #include "cuda/utils.cuh"
 
@@ -75,7 +71,7 @@ template <typename scalar_t, bool kVec>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_05_warptile(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B, scalar_t* __restrict__ C,
                               int64_t M, int64_t N, int64_t K) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = acc_type_t<scalar_t>;
   constexpr int kALoads = kBM * kBK / 4 / kThreads;  // four-wide chunks of the A slab per thread
   constexpr int kBLoads = kBK * kBN / 4 / kThreads;  // ... of the B slab
   static_assert(kALoads * kThreads * 4 == kBM * kBK && kBLoads * kThreads * 4 == kBK * kBN);
@@ -178,17 +174,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-void launch_05_warptile(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+void launch_05_warptile(const Args& args) {
+  const int64_t M = args.M, N = args.N, K = args.K;
   const dim3 grid(static_cast<unsigned>(ceil_div<int64_t>(N, kBN)),
                   static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(M, kBM), kMaxGridY)));
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  dispatch_vec4(a, b, c, [&](auto zero, auto vec) {
+  dispatch_vec4(args, [&](auto zero, auto vec) {
     using scalar_t = decltype(zero);
-    matmul_kernel_05_warptile<scalar_t, decltype(vec)::value><<<grid, kThreads, 0, stream>>>(
-        a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K);
+    matmul_kernel_05_warptile<scalar_t, decltype(vec)::value><<<grid, kThreads, 0, args.stream>>>(
+        args.a_ptr<scalar_t>(), args.b_ptr<scalar_t>(), args.c_ptr<scalar_t>(), M, N, K);
   });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CUDA_KERNELS_LAUNCH_CHECK();
 }
 
 }  // namespace cuda_kernels::matmul_ladder

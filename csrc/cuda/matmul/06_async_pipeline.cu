@@ -35,18 +35,12 @@
 // configuration and a split-K factor (scripts/tune_matmul.py uses them). Compiling with
 // -DCUDA_KERNELS_MATMUL_TUNING (e.g. NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING pip install ...) adds the
 // candidates that lost on the H100, to re-tune on another GPU; docs/matmul.md has their timings.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/matmul/pack4.cuh"
 #include "cuda/utils.cuh"
 
@@ -130,7 +124,7 @@ __device__ __forceinline__ void copy_elem(acc_t* dst, const scalar_t* src, const
 // two pointers and one counter. A is (M, k_len) with row pitch lda, B is (k_len, N) with row pitch N.
 template <class Cfg, bool kVec, typename scalar_t>
 struct TileLoader {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = acc_type_t<scalar_t>;
   static constexpr int T = Cfg::kThreads, BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK;
   // A: element e = tid + l * T of the slab is row (e / 8) % BM, k 8 * ((e / 8) / BM) + e % 8: a warp copies
   // 8 consecutive k of 4 consecutive rows (four full 32-byte sectors). As BM % (T / 8) == 0, this thread's
@@ -236,10 +230,10 @@ constexpr int arch_min_blocks() {
 // k in [y * k_split, (y + 1) * k_split) and writes its partial tile to C + y * M * N (the launcher then adds the
 // gridDim.y partial products); without a split, gridDim.y = 1 and k_split = K.
 template <class Cfg, typename scalar_t, bool kVec>
-__global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, at::opmath_type<scalar_t>>()))
+__global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, acc_type_t<scalar_t>>()))
     matmul_kernel_06_async_pipeline(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
                                     scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K, int64_t k_split) {
-  using acc_t = at::opmath_type<scalar_t>;
+  using acc_t = acc_type_t<scalar_t>;
   constexpr int BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK, TM = Cfg::kTM, TN = Cfg::kTN, S = Cfg::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
   acc_t* const As = reinterpret_cast<acc_t*>(smem);  // kStages transposed A slabs, then kStages B slabs
@@ -343,48 +337,49 @@ __global__ void matmul_kernel_06_splitk_reduce(const float* __restrict__ partial
 }
 
 // Launches one configuration, one block per output tile and `splits` blocks along K (splits > 1: float32 with
-// kVec only; partial products go to a temporary (splits, M, N) tensor, then matmul_kernel_06_splitk_reduce).
+// kVec only; partial products go to a (splits, M, N) workspace, then matmul_kernel_06_splitk_reduce).
 // Raises the kernel's dynamic shared-memory limit once per device.
 template <class Cfg, typename scalar_t, bool kVec>
-void launch_config(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, int64_t splits) {
-  using acc_t = at::opmath_type<scalar_t>;
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+void launch_config(const Args& args, int64_t splits) {
+  using acc_t = acc_type_t<scalar_t>;
+  const int64_t M = args.M, N = args.N, K = args.K;
   auto* kernel = &matmul_kernel_06_async_pipeline<Cfg, scalar_t, kVec>;
   constexpr size_t smem = Cfg::template smem_bytes<acc_t>();
   constexpr int kMaxDevices = 64;
   static bool configured[kMaxDevices] = {};  // benign race: setting the attribute twice is harmless
-  const int device = c.get_device();
+  const int device = args.device;
   if (device >= kMaxDevices || !configured[device]) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    C10_CUDA_CHECK(
+    CUDA_KERNELS_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    CUDA_KERNELS_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
     if (device < kMaxDevices) configured[device] = true;
   }
   const int64_t tiles = ceil_div<int64_t>(M, Cfg::kBM) * ceil_div<int64_t>(N, Cfg::kBN);
   // Even 64 x 64 tiles reach this limit only beyond 2^43 outputs, far more than any GPU's memory.
-  TORCH_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  require(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  const cudaStream_t stream = args.stream;
   // Each split covers a whole number of slabs; recount the splits after rounding.
   const int64_t k_split = splits > 1 ? ceil_div<int64_t>(ceil_div<int64_t>(K, splits), Cfg::kBK) * Cfg::kBK : K;
   splits = ceil_div<int64_t>(K, k_split);
   if (splits == 1) {
     kernel<<<dim3(static_cast<unsigned>(tiles)), Cfg::kThreads, smem, stream>>>(
-        a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), c.mutable_data_ptr<scalar_t>(), M, N, K, K);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+        args.a_ptr<scalar_t>(), args.b_ptr<scalar_t>(), args.c_ptr<scalar_t>(), M, N, K, K);
+    CUDA_KERNELS_LAUNCH_CHECK();
     return;
   }
   if constexpr (std::is_same_v<scalar_t, float> && kVec) {
-    at::Tensor partial = at::empty({splits, M, N}, c.options());
+    auto* partial = static_cast<float*>(args.workspace->alloc(sizeof(float) * splits * M * N));
     kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), Cfg::kThreads, smem, stream>>>(
-        a.const_data_ptr<float>(), b.const_data_ptr<float>(), partial.mutable_data_ptr<float>(), M, N, K, k_split);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+        args.a_ptr<float>(), args.b_ptr<float>(), partial, M, N, K, k_split);
+    CUDA_KERNELS_LAUNCH_CHECK();
     constexpr int kReduceThreads = 256;
     const int64_t blocks = std::min<int64_t>(ceil_div<int64_t>(M * N / 4, kReduceThreads), 65535);
     matmul_kernel_06_splitk_reduce<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(
-        partial.const_data_ptr<float>(), c.mutable_data_ptr<float>(), M * N, static_cast<int>(splits));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+        partial, args.c_ptr<float>(), M * N, static_cast<int>(splits));
+    CUDA_KERNELS_LAUNCH_CHECK();
   } else {
-    TORCH_CHECK(false, "cuda_kernels.matmul: split-K is only implemented for float32");
+    fail("cuda_kernels.matmul: split-K is only implemented for float32");
   }
 }
 
@@ -424,7 +419,7 @@ static_assert(ScalarConfig::smem_bytes<double>() <= kNoOptInSmem, "the scalar pa
 // BMxBNxBK_wWMxWN_tTMxTN_s<stages>_b<min blocks per SM>.
 struct Fp32Config {
   const char* name;
-  void (*launch)(const at::Tensor&, const at::Tensor&, at::Tensor&, int64_t splits);
+  void (*launch)(const Args& args, int64_t splits);
   int bm, bn, bk, min_blocks;
   size_t smem;  // dynamic shared memory per block, bytes
 };
@@ -476,8 +471,8 @@ int64_t read_smem_cap() {
   if (text == nullptr || text[0] == '\0') return 0;
   char* end = nullptr;
   const long long value = std::strtoll(text, &end, 10);
-  TORCH_CHECK(*end == '\0' && value > 0, "cuda_kernels.matmul: ", kSmemLimitEnv, "=", text,
-              " is not a positive number of bytes");
+  require(*end == '\0' && value > 0, "cuda_kernels.matmul: ", kSmemLimitEnv, "=", text,
+          " is not a positive number of bytes");
   return value;
 }
 
@@ -495,25 +490,23 @@ template <size_t kCount>
 const Fp32Config& first_that_fits(const int (&preference)[kCount], size_t limit) {
   const int* fit = std::find_if(preference, preference + kCount, [&](int i) { return kFp32Configs[i].smem <= limit; });
   // Only a cap below 48 KiB fails this: every device allows the last choice of each list.
-  TORCH_CHECK(fit != preference + kCount, "cuda_kernels.matmul: no float32 configuration fits in ", limit,
-              " bytes of shared memory per block (", kSmemLimitEnv, " caps it; the smallest needs ",
-              kFp32Configs[preference[kCount - 1]].smem, ")");
+  require(fit != preference + kCount, "cuda_kernels.matmul: no float32 configuration fits in ", limit,
+          " bytes of shared memory per block (", kSmemLimitEnv, " caps it; the smallest needs ",
+          kFp32Configs[preference[kCount - 1]].smem, ")");
   return kFp32Configs[*fit];
 }
 
 }  // namespace
 
-void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+void launch_06_async_pipeline(const Args& args) {
+  const int64_t M = args.M, N = args.N, K = args.K;
   // 16-byte copies of B and stores of C: float32, rows of b and c 16-byte aligned. (A is copied by element.)
-  const bool vec = a.scalar_type() == at::kFloat && N % 4 == 0 && is_aligned(b.const_data_ptr(), 16) &&
-                   is_aligned(c.const_data_ptr(), 16);
+  const bool vec = args.dtype == Dtype::kFloat32 && N % 4 == 0 && is_aligned(args.b, 16) && is_aligned(args.c, 16);
   if (!vec) {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul",
-                                    [&] { launch_config<ScalarConfig, scalar_t, false>(a, b, c, 1); });
+    dispatch_dtype(args.dtype, [&](auto t) { launch_config<ScalarConfig, decltype(t), false>(args, 1); });
     return;
   }
-  const int device = c.get_device();
+  const int device = args.device;
   const int sms = sm_count(device);
   const size_t limit = smem_limit(device);
   // Tuning knobs: CUDA_KERNELS_MATMUL_06_CONFIG=<name> forces a configuration, CUDA_KERNELS_MATMUL_06_SPLITS=<n>
@@ -523,11 +516,11 @@ void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tens
     for (const Fp32Config& candidate : kFp32Configs) {
       if (std::strcmp(candidate.name, forced) == 0) cfg = &candidate;
     }
-    TORCH_CHECK(cfg != nullptr, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced,
-                " is not a compiled configuration; available: ", fp32_config_names());
-    TORCH_CHECK(cfg->smem <= limit, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced, " needs ", cfg->smem,
-                " bytes of shared memory per block; device ", device, " allows ", limit,
-                " (the device's opt-in limit, capped by ", kSmemLimitEnv, " when set)");
+    require(cfg != nullptr, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced,
+            " is not a compiled configuration; available: ", fp32_config_names());
+    require(cfg->smem <= limit, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced, " needs ", cfg->smem,
+            " bytes of shared memory per block; device ", device, " allows ", limit,
+            " (the device's opt-in limit, capped by ", kSmemLimitEnv, " when set)");
   } else if (M <= kSkinnyMaxM) {
     cfg = &first_that_fits(kSkinnyPreference, limit);
   } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * kSmallProblemDivisor < sms) {
@@ -540,7 +533,7 @@ void launch_06_async_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tens
   if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_06_SPLITS"); forced != nullptr && forced[0] != '\0') {
     splits = std::max<int64_t>(1, std::min<int64_t>(std::atoll(forced), K));
   }
-  cfg->launch(a, b, c, splits);
+  cfg->launch(args, splits);
 }
 
 }  // namespace cuda_kernels::matmul_ladder

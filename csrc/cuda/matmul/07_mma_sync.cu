@@ -24,10 +24,8 @@
 // are zero-filled in shared memory, so the mma instructions need no bounds checks. 16-byte global loads are used
 // when every row of A and B starts 16-byte aligned (K % 8 == 0, N % 8 == 0, aligned base pointers), else the
 // same tiles are gathered element by element.
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/matmul/mma_sm80.cuh"
 #include "cuda/utils.cuh"
 
@@ -154,30 +152,28 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <bool kBf16, bool kVec>
-void launch_typed(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
+void launch_typed(const Args& args) {
   using T = typename Elem<kBf16>::type;
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const int64_t M = args.M, N = args.N, K = args.K;
   const int64_t tiles = ceil_div<int64_t>(M, kBM) * ceil_div<int64_t>(N, kBN);
-  TORCH_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  require(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  const cudaStream_t stream = args.stream;
   matmul_kernel_07_mma_sync<kBf16, kVec><<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
-      static_cast<const T*>(a.const_data_ptr()), static_cast<const T*>(b.const_data_ptr()),
-      static_cast<T*>(c.mutable_data_ptr()), M, N, K);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+      args.a_ptr<T>(), args.b_ptr<T>(), args.c_ptr<T>(), M, N, K);
+  CUDA_KERNELS_LAUNCH_CHECK();
 }
 
 }  // namespace
 
-void launch_07_mma_sync(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const bool bf16 = a.scalar_type() == at::kBFloat16;
-  TORCH_CHECK(bf16 || a.scalar_type() == at::kHalf, "cuda_kernels.matmul: 07_mma_sync takes float16 or bfloat16");
+void launch_07_mma_sync(const Args& args) {
+  const bool bf16 = args.dtype == Dtype::kBFloat16;
+  require(bf16 || args.dtype == Dtype::kFloat16, "cuda_kernels.matmul: 07_mma_sync takes float16 or bfloat16");
   // 16-byte loads need every row of A and B to start on a 16-byte boundary.
-  const bool vec = a.size(1) % kChunk == 0 && b.size(1) % kChunk == 0 && is_aligned(a.const_data_ptr(), 16) &&
-                   is_aligned(b.const_data_ptr(), 16);
+  const bool vec = args.K % kChunk == 0 && args.N % kChunk == 0 && is_aligned(args.a, 16) && is_aligned(args.b, 16);
   if (bf16) {
-    vec ? launch_typed<true, true>(a, b, c) : launch_typed<true, false>(a, b, c);
+    vec ? launch_typed<true, true>(args) : launch_typed<true, false>(args);
   } else {
-    vec ? launch_typed<false, true>(a, b, c) : launch_typed<false, false>(a, b, c);
+    vec ? launch_typed<false, true>(args) : launch_typed<false, false>(args);
   }
 }
 

@@ -21,13 +21,11 @@
 // Like step 7: float32 accumulators, output rounded once to the input dtype; any M, N, K >= 1; 16-byte copies
 // only when every row of A and B is 16-byte aligned (K % 8 == 0, N % 8 == 0, aligned bases), else the same
 // chunks are gathered with 2-byte loads and stored to the same swizzled places (correct, not fast).
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 
 #include <cstdlib>
 #include <cstring>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/matmul/mma_sm80.cuh"
 #include "cuda/utils.cuh"
 
@@ -275,18 +273,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 }
 
 template <class Cfg, bool kBf16, bool kVec>
-void launch_typed(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
+void launch_typed(const Args& args) {
   using T = typename Elem<kBf16>::type;
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const int64_t M = args.M, N = args.N, K = args.K;
   constexpr auto* kernel = &matmul_kernel_08_mma_pipeline<Cfg, kBf16, kVec>;
-  opt_in_dynamic_smem<kernel>(Cfg::kSmemBytes, c.get_device());
+  opt_in_dynamic_smem<kernel>(Cfg::kSmemBytes, args.device);
   const int64_t tiles = ceil_div<int64_t>(M, Cfg::kBM) * ceil_div<int64_t>(N, Cfg::kBN);
-  TORCH_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  kernel<<<static_cast<unsigned>(tiles), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
-      static_cast<const T*>(a.const_data_ptr()), static_cast<const T*>(b.const_data_ptr()),
-      static_cast<T*>(c.mutable_data_ptr()), M, N, K);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  require(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  const cudaStream_t stream = args.stream;
+  kernel<<<static_cast<unsigned>(tiles), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args.a_ptr<T>(), args.b_ptr<T>(),
+                                                                                   args.c_ptr<T>(), M, N, K);
+  CUDA_KERNELS_LAUNCH_CHECK();
 }
 
 // The configurations the launcher uses. BigConfig: 128 x 256 x 64 tiles, 8 warps of 64 x 64, 3 stages: 144 KB of
@@ -298,7 +295,7 @@ using SmallConfig = Config<128, 256, 32, 64, 64, 4, 1>;
 
 struct TunedConfig {
   const char* name;  // BMxBNxBK_wWMxWN_s<stages>_b<min blocks per SM>, as CUDA_KERNELS_MATMUL_08_CONFIG takes it
-  void (*launch[2])(const at::Tensor&, const at::Tensor&, at::Tensor&);  // [bf16], 16-byte copies only
+  void (*launch[2])(const Args&);  // [bf16], 16-byte copies only
   size_t smem;
 };
 template <class Cfg>
@@ -320,30 +317,29 @@ const TunedConfig kTuningConfigs[] = {
 
 }  // namespace
 
-void launch_08_mma_pipeline(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const bool bf16 = a.scalar_type() == at::kBFloat16;
-  TORCH_CHECK(bf16 || a.scalar_type() == at::kHalf, "cuda_kernels.matmul: 08_mma_pipeline takes float16 or bfloat16");
+void launch_08_mma_pipeline(const Args& args) {
+  const bool bf16 = args.dtype == Dtype::kBFloat16;
+  require(bf16 || args.dtype == Dtype::kFloat16, "cuda_kernels.matmul: 08_mma_pipeline takes float16 or bfloat16");
   // 16-byte copies need every row of A and B to start on a 16-byte boundary.
-  const bool vec = a.size(1) % kChunk == 0 && b.size(1) % kChunk == 0 && is_aligned(a.const_data_ptr(), 16) &&
-                   is_aligned(b.const_data_ptr(), 16);
+  const bool vec = args.K % kChunk == 0 && args.N % kChunk == 0 && is_aligned(args.a, 16) && is_aligned(args.b, 16);
 #if defined(CUDA_KERNELS_MATMUL_TUNING) || defined(CUDA_KERNELS_MATMUL_08_TUNING)
   if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_08_CONFIG"); vec && forced && forced[0] != '\0') {
     for (const TunedConfig& cfg : kTuningConfigs) {
-      if (std::strcmp(cfg.name, forced) == 0) return cfg.launch[bf16](a, b, c);
+      if (std::strcmp(cfg.name, forced) == 0) return cfg.launch[bf16](args);
     }
-    TORCH_CHECK(false, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_08_CONFIG=", forced, " is not compiled in");
+    fail("cuda_kernels.matmul: CUDA_KERNELS_MATMUL_08_CONFIG=", forced, " is not compiled in");
   }
 #endif
   if (!vec) {
-    bf16 ? launch_typed<SmallConfig, true, false>(a, b, c) : launch_typed<SmallConfig, false, false>(a, b, c);
+    bf16 ? launch_typed<SmallConfig, true, false>(args) : launch_typed<SmallConfig, false, false>(args);
     return;
   }
   const auto smem_optin =
-      static_cast<size_t>(detail::cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(c.get_device()));
+      static_cast<size_t>(detail::cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(args.device));
   if (smem_optin >= BigConfig::kSmemBytes) {
-    bf16 ? launch_typed<BigConfig, true, true>(a, b, c) : launch_typed<BigConfig, false, true>(a, b, c);
+    bf16 ? launch_typed<BigConfig, true, true>(args) : launch_typed<BigConfig, false, true>(args);
   } else {
-    bf16 ? launch_typed<SmallConfig, true, true>(a, b, c) : launch_typed<SmallConfig, false, true>(a, b, c);
+    bf16 ? launch_typed<SmallConfig, true, true>(args) : launch_typed<SmallConfig, false, true>(args);
   }
 }
 

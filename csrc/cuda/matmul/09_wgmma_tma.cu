@@ -320,13 +320,10 @@ inline bool probe_wgmma(int device) {
 }  // namespace cuda_kernels::matmul_ladder
 
 #ifndef CUDA_KERNELS_MATMUL_STANDALONE
-#include <ATen/core/Tensor.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 
 #include <limits>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -335,8 +332,8 @@ bool wgmma_available(int device) {
   return wgmma09::probe_wgmma(device);
 }
 
-void launch_09_wgmma_tma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const hopper::Call call = hopper::prepare_call("09_wgmma_tma", a, b, c, &wgmma_available);
+void launch_09_wgmma_tma(const Args& args) {
+  const hopper::Call call = hopper::prepare_call("09_wgmma_tma", args, &wgmma_available);
   hopper::check_launch("09_wgmma_tma", wgmma09::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c,
                                                        sm_count(call.device), call.stream));
 }

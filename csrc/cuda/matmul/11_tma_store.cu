@@ -350,21 +350,18 @@ inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, cons
 }  // namespace cuda_kernels::matmul_ladder
 
 #ifndef CUDA_KERNELS_MATMUL_STANDALONE
-#include <ATen/core/Tensor.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 
 #include <limits>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
 
 bool wgmma_available(int device);  // defined with step 9
 
-void launch_11_tma_store(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const hopper::Call call = hopper::prepare_call("11_tma_store", a, b, c, &wgmma_available);
+void launch_11_tma_store(const Args& args) {
+  const hopper::Call call = hopper::prepare_call("11_tma_store", args, &wgmma_available);
   hopper::check_launch("11_tma_store", wgmma11::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c,
                                                        sm_count(call.device), call.stream));
 }

@@ -649,31 +649,25 @@ inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, cons
 }  // namespace cuda_kernels::matmul_ladder
 
 #if !defined(CUDA_KERNELS_MATMUL_STANDALONE) && !defined(CUDA_KERNELS_MATMUL_KERNELS_ONLY)
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 
 #include <limits>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
 
 bool wgmma_available(int device);  // defined with step 9
 
-void launch_12_tuned_tiles(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const hopper::Call call = hopper::prepare_call("12_tuned_tiles", a, b, c, &wgmma_available);
+void launch_12_tuned_tiles(const Args& args) {
+  const hopper::Call call = hopper::prepare_call("12_tuned_tiles", args, &wgmma_available);
   const int sms = sm_count(call.device);
-  // Stream-K scratch from the caching allocator (stream-ordered, so concurrent calls never share it; under graph
-  // capture it is the graph's own), only for shapes that use stream-K.
-  at::Tensor scratch;
+  // Stream-K scratch from the call's workspace (torch's caching allocator: stream-ordered, so concurrent calls never
+  // share it; under graph capture it is the graph's own), only for shapes that use stream-K.
   wgmma12::Workspace ws;
   if (wgmma12::wants_workspace(call.M, call.N, call.K, sms)) {
     ws.bytes = wgmma12::workspace_bytes(sms);
-    scratch = at::empty({static_cast<int64_t>(ws.bytes)}, c.options().dtype(at::kByte));
-    ws.ptr = scratch.mutable_data_ptr();
+    ws.ptr = args.workspace->alloc(ws.bytes);
   }
   hopper::check_launch("12_tuned_tiles", wgmma12::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c, sms,
                                                          call.stream, {}, ws));

@@ -443,34 +443,29 @@ inline cudaError_t launch(int M, int N, int K, const hopper::Operand& a, const h
 }  // namespace cuda_kernels::matmul_ladder
 
 #ifndef CUDA_KERNELS_MATMUL_STANDALONE
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
 
 bool wgmma_available(int device);  // defined with step 9
 
-void launch_13_tf32_wgmma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  hopper::Call call = hopper::prepare_call("13_tf32_wgmma", a, b, c, &wgmma_available, /*float32=*/true);
+void launch_13_tf32_wgmma(const Args& args) {
+  hopper::Call call = hopper::prepare_call("13_tf32_wgmma", args, &wgmma_available, /*float32=*/true);
   if (call.a.mn_major && call.b.mn_major) {
     // Neither operand is K-major (A a transposed view, B row-major): A is copied row-major, padded to a pitch
     // TMA can address.
     constexpr int64_t kPitchFloats = 4;  // 16 bytes
     const int64_t pitch = (call.K + kPitchFloats - 1) / kPitchFloats * kPitchFloats;
-    call.a_keep = at::empty({call.M, pitch}, a.options());
-    call.a_keep.narrow(1, 0, call.K).copy_(a);
-    call.a = {call.a_keep.const_data_ptr(), pitch, false};
+    call.a = {args.workspace->copy_2d(args.a, args.dtype, call.M, call.K, args.sa0, args.sa1, pitch), pitch, false};
   }
-  // Scratch for the rounded Y from the caching allocator (stream-ordered: concurrent calls never share it).
-  const at::Tensor scratch = at::empty({wgmma13::workspace_floats(call.M, call.N, call.K, call.b)}, c.options());
+  // Scratch for the rounded Y from the call's workspace (stream-ordered: concurrent calls never share it).
+  auto* scratch = static_cast<float*>(
+      args.workspace->alloc(sizeof(float) * wgmma13::workspace_floats(call.M, call.N, call.K, call.b)));
   hopper::check_launch("13_tf32_wgmma",
                        wgmma13::launch(call.M, call.N, call.K, call.a, call.b, static_cast<float*>(call.c),
-                                       sm_count(call.device), call.stream, scratch.mutable_data_ptr<float>()));
+                                       sm_count(call.device), call.stream, scratch));
 }
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -27,12 +27,6 @@
 // matmul_kernel_14_skinny_reduce adds them. Both add the splits in split order (deterministic, and the two paths
 // round alike) and round to the output dtype. Forced (variant=14) on any other shape it still computes the
 // right result, S rows at a time over grid.z, just slowly.
-#include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -40,7 +34,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/matmul/mma_sm80.cuh"
 #include "cuda/utils.cuh"
 
@@ -63,7 +57,7 @@ __host__ __device__ constexpr int vec_of() {
 // The problem as the kernels see it. P[s][k] = p[s * ps + k * pk]; Q[k][l] = q[k * qk + l * ql]; out[s][l] =
 // c[s * cs + l * cl], or, with splits > 1, partial[(split * S + s) * L + l] in the workspace.
 template <typename T, typename Acc>
-struct Args {
+struct SkinnyArgs {
   const T* p;
   int64_t ps, pk;
   const T* q;
@@ -79,7 +73,7 @@ struct Args {
 };
 
 template <typename T, typename Acc>
-__device__ __forceinline__ void store_out(const Args<T, Acc>& a, int s, int l, Acc v) {
+__device__ __forceinline__ void store_out(const SkinnyArgs<T, Acc>& a, int s, int l, Acc v) {
   if (a.partial != nullptr) {
     a.partial[(int64_t{blockIdx.y} * a.S + s) * a.L + l] = v;
   } else {
@@ -93,7 +87,7 @@ __device__ __forceinline__ void store_out(const Args<T, Acc>& a, int s, int l, A
 // through distributed shared memory, in split order as the reduce kernel does, and stores it. No workspace, no
 // second launch.
 template <typename T, typename Acc, typename Where>
-__device__ __forceinline__ void cluster_sum_store(const Args<T, Acc>& a, Acc* tile, int n, Where where) {
+__device__ __forceinline__ void cluster_sum_store(const SkinnyArgs<T, Acc>& a, Acc* tile, int n, Where where) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -139,7 +133,7 @@ __device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
 constexpr int kPRowsK = 64;  // k of P staged at a time
 constexpr int kPSharedRows = 8;
 template <typename T, typename Acc, int SR>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T, Acc> a, int groups) {
+__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(SkinnyArgs<T, Acc> a, int groups) {
   constexpr int kV = vec_of<T>();
   constexpr int kLTile = 32 * kV;
   constexpr bool kPShared = SR >= kPSharedRows;
@@ -297,7 +291,7 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(Args<T,
 // them, and from L2 that traffic was several times Q's.
 constexpr int kPChunkBytes = 2048;
 template <typename T, typename Acc, int SR>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(Args<T, Acc> a) {
+__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(SkinnyArgs<T, Acc> a) {
   constexpr int kV = vec_of<T>();
   constexpr int kChunk = kPChunkBytes / sizeof(T);  // k per chunk: a multiple of 32 lanes x kV
   // Q evict-first (the top of the file), except in float64, whose "cols" blocks measured slower with it.
@@ -404,7 +398,7 @@ __device__ __forceinline__ uint32_t mma_swizzle(int r, int c) {
 }
 
 template <typename T, bool kQCols>
-__global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<T, float> a) {
+__global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(SkinnyArgs<T, float> a) {
 #if CUDA_KERNELS_SM80_UNSUPPORTED
   __trap();  // the launcher takes this kernel on compute >= 8.0 only
 #else
@@ -526,7 +520,7 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Args<
 
 // out[s][l] = sum over splits of the partial sums, in split order, rounded to T.
 template <typename T, typename Acc>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_reduce(Args<T, Acc> a, int splits) {
+__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_reduce(SkinnyArgs<T, Acc> a, int splits) {
   const int64_t n = int64_t{a.S} * a.L;
   for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
     Acc sum = 0;
@@ -560,7 +554,7 @@ int positive_env_int(const char* name, int fallback, const char* unit) {
   const char* env = std::getenv(name);
   if (env == nullptr || env[0] == '\0') return fallback;
   const int v = std::atoi(env);
-  TORCH_CHECK(v > 0, "cuda_kernels.matmul: ", name, "=", env, " is not a positive number of ", unit);
+  require(v > 0, "cuda_kernels.matmul: ", name, "=", env, " is not a positive number of ", unit);
   return v;
 }
 int blocks_per_sm_target(int default_target) {
@@ -598,11 +592,11 @@ void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cuda
             Actual&&... args) {
   if (cluster <= 1) {
     kernel<<<grid, threads, smem, stream>>>(std::forward<Actual>(args)...);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    CUDA_KERNELS_LAUNCH_CHECK();
     return;
   }
   if (cluster > kPortableClusterSize) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    CUDA_KERNELS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
@@ -618,26 +612,26 @@ void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cuda
   config.numAttrs = 1;
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Actual>(args)...);
   if (err != cudaSuccess) (void)cudaGetLastError();  // cleared: the error is reported here
-  TORCH_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step 14_skinny: launching clusters of ", cluster,
-              " blocks failed: ", cudaGetErrorString(err),
-              " (CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS sets their most; 1 turns clusters off)");
+  require(err == cudaSuccess, "cuda_kernels.matmul: step 14_skinny: launching clusters of ", cluster,
+          " blocks failed: ", cudaGetErrorString(err),
+          " (CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS sets their most; 1 turns clusters off)");
 }
 
 // Launches the "mma" kernel (launch_typed asks for it with 16-bit T only).
 template <typename T, bool kQCols>
-void launch_mma(const dim3& grid, const Args<T, at::opmath_type<T>>& args, int device, cudaStream_t stream) {
+void launch_mma(const dim3& grid, const SkinnyArgs<T, acc_type_t<T>>& args, int device, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
     constexpr auto* kernel = &matmul_kernel_14_skinny_mma<T, kQCols>;
     opt_in_dynamic_smem<kernel>(kMmaSmemBytes, device);
     launch(kernel, grid, kMmaThreads, kMmaSmemBytes, stream, args.cluster, args);
   } else {
-    TORCH_CHECK(false, "cuda_kernels.matmul: step 14's mma kernel takes float16 and bfloat16 only");
+    fail("cuda_kernels.matmul: step 14's mma kernel takes float16 and bfloat16 only");
   }
 }
 
 template <typename T>
-void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const at::TensorOptions& options) {
-  using Acc = at::opmath_type<T>;
+void launch_typed(SkinnyArgs<T, acc_type_t<T>> args, bool cols, int device, cudaStream_t stream, Workspace& workspace) {
+  using Acc = acc_type_t<T>;
   constexpr int kV = vec_of<T>();
   const int S = args.S, L = args.L, K = args.K;
   // "mma": 16-bit, 16-byte vectors of Q and whole chunks (L % 8 == 0 for "rows", K % 8 == 0 for "cols"), mma.sync
@@ -654,8 +648,7 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   while (!cols && sr < kPSharedRows && groups < kMaxGroups && groups * sr < S) groups *= 2;
   const int64_t l_tiles = ceil_div<int64_t>(L, mma ? kMmaCols : (cols ? kWarps * kCols : 32 * kV));
   const int64_t s_blocks = mma ? 1 : ceil_div<int64_t>(S, sr * groups);
-  TORCH_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
-              " rows on the short side are too many");
+  require(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S, " rows on the short side are too many");
   // Split K until the GPU has about blocks_per_sm_target(...) blocks per SM (memory-bound: every SM needs loads in
   // flight), each split a whole number of `align` k.
   const int align = cols && !mma ? 32 * kV : kKAlignRows;
@@ -672,12 +665,9 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
   args.kc = static_cast<int>(ceil_div<int64_t>(ceil_div<int64_t>(K, splits), align) * align);
   splits = ceil_div<int64_t>(K, args.kc);
   args.cluster = cluster && splits > 1 ? static_cast<int>(splits) : 0;
-  at::Tensor partial;
   if (splits > 1 && args.cluster == 0) {
-    partial = at::empty({splits, S, L}, options.dtype(c10::CppTypeToScalarType<Acc>::value));
-    args.partial = partial.mutable_data_ptr<Acc>();
+    args.partial = static_cast<Acc*>(workspace.alloc(sizeof(Acc) * splits * S * L));
   }
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   const dim3 grid(static_cast<unsigned>(l_tiles), static_cast<unsigned>(splits), static_cast<unsigned>(s_blocks));
   const int cl = args.cluster;
   if (mma) {
@@ -699,76 +689,80 @@ void launch_typed(Args<T, at::opmath_type<T>> args, bool cols, int device, const
         std::min<int64_t>(ceil_div<int64_t>(int64_t{S} * L, kThreads), int64_t{sm_count(device)} * 8);
     matmul_kernel_14_skinny_reduce<T, Acc>
         <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, static_cast<int>(splits));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    CUDA_KERNELS_LAUNCH_CHECK();
   }
 }
 
 // A stride of a size-1 dimension is never used: call it 1, so that layouts are judged by the dimensions that
 // matter (a 1 x K row is "contiguous along k" whatever its row stride).
-int64_t stride_or_unit(const at::Tensor& t, int dim) {
-  return t.size(dim) == 1 ? 1 : t.stride(dim);
+int64_t stride_or_unit(int64_t size, int64_t stride) {
+  return size == 1 ? 1 : stride;
 }
 
 }  // namespace
 
-void launch_14_skinny(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  TORCH_CHECK(M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31),
-              "cuda_kernels.matmul: step 14_skinny takes M, N, K < 2^31, got ", M, " x ", N, " x ", K);
-  // Short side S, long side L; P (S x K) and Q (K x L) as views of a and b, C's (s, l) strides.
+void launch_14_skinny(const Args& args) {
+  const int64_t M = args.M, N = args.N, K = args.K;
+  require(M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31),
+          "cuda_kernels.matmul: step 14_skinny takes M, N, K < 2^31, got ", M, " x ", N, " x ", K);
+  // Short side S, long side L; P (S x K) and Q (K x L) as views of a and b (or of b^T and a^T), C's (s, l)
+  // strides.
   const bool m_short = M <= N;
-  at::Tensor p = m_short ? a : b.t();  // (S, K)
-  at::Tensor q = m_short ? b : a.t();  // (K, L)
-  int64_t qk = stride_or_unit(q, 0), ql = stride_or_unit(q, 1);
+  const int64_t S = m_short ? M : N, L = m_short ? N : M;
+  const void* p = m_short ? args.a : args.b;
+  const void* q = m_short ? args.b : args.a;
+  int64_t ps = stride_or_unit(S, m_short ? args.sa0 : args.sb1), pk = stride_or_unit(K, m_short ? args.sa1 : args.sb0);
+  int64_t qk = stride_or_unit(K, m_short ? args.sb0 : args.sa1), ql = stride_or_unit(L, m_short ? args.sb1 : args.sa0);
   // Neither layout (e.g. a sliced or expanded view): copy Q row-major, the "rows" layout.
   if (qk != 1 && ql != 1) {
-    q = q.contiguous();
-    qk = stride_or_unit(q, 0);
+    q = args.workspace->copy_2d(q, args.dtype, K, L, qk, ql, L);
+    qk = stride_or_unit(K, L);
     ql = 1;
   }
   const bool cols = qk == 1 && ql != 1;
   // "cols" reads P along k 16 bytes at a time: P (S x K, small) is copied row-major when it is not laid out so
-  // (e.g. P = B^T for row-major B).
-  const int64_t kV = 16 / a.element_size();
-  // Rows of a matrix 16-byte aligned: an aligned base and a row pitch of whole vectors (any, for one row).
-  const auto rows_aligned = [kV](const at::Tensor& t) {
-    return is_aligned(t.const_data_ptr(), 16) && (t.size(0) == 1 || t.stride(0) % kV == 0);
-  };
-  if (cols && (stride_or_unit(p, 1) != 1 || !rows_aligned(p))) {
-    p = p.contiguous();
-    if (p.size(0) > 1 && p.stride(0) % kV != 0) {  // K not a multiple of kV: pad the rows
-      const int64_t pitch = ceil_div<int64_t>(p.size(1), kV) * kV;
-      p = at::empty({p.size(0), pitch}, p.options()).narrow(1, 0, p.size(1)).copy_(p);
+  // (e.g. P = B^T for row-major B), with its rows padded to whole vectors.
+  const int64_t kV = 16 / dtype_size(args.dtype);
+  // Rows of P 16-byte aligned: an aligned base and a row pitch of whole vectors (any, for one row).
+  const auto p_rows_aligned = [&] { return is_aligned(p, 16) && (S == 1 || ps % kV == 0); };
+  if (cols && (pk != 1 || !p_rows_aligned())) {
+    const bool contiguous = pk == 1 && (S == 1 || ps == K);
+    const bool pad = S > 1 && K % kV != 0;
+    if (!contiguous || pad) {
+      const int64_t pitch = pad ? ceil_div<int64_t>(K, kV) * kV : K;
+      p = args.workspace->copy_2d(p, args.dtype, S, K, ps, pk, pitch);
+      ps = stride_or_unit(S, pitch);
+      pk = 1;
     }
   }
-  const int device = c.get_device();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul", [&] {
-    constexpr int kV = vec_of<scalar_t>();
+  dispatch_dtype(args.dtype, [&](auto t) {
+    using scalar_t = decltype(t);
+    constexpr int kVec = vec_of<scalar_t>();
     // 16-byte loads of Q: an aligned base, and the pitch between vectors a whole number of them.
     const int64_t pitch = cols ? ql : qk;
-    const int64_t vectors = cols ? q.size(1) : q.size(0);  // Q's vectors run along its other dimension
-    const bool vec = is_aligned(q.const_data_ptr(), 16) && (vectors == 1 || pitch % kV == 0);
+    const int64_t vectors = cols ? L : K;  // Q's vectors run along its other dimension
+    const bool vec = is_aligned(q, 16) && (vectors == 1 || pitch % kVec == 0);
     // P's rows may come from any layout; contiguous along k ("cols" reads them along k) they are read 16 bytes
     // at a time too.
-    const bool p_vec = stride_or_unit(p, 1) == 1 && rows_aligned(p);
-    Args<scalar_t, at::opmath_type<scalar_t>> args{p.const_data_ptr<scalar_t>(),
-                                                   stride_or_unit(p, 0),
-                                                   stride_or_unit(p, 1),
-                                                   q.const_data_ptr<scalar_t>(),
-                                                   qk,
-                                                   ql,
-                                                   c.mutable_data_ptr<scalar_t>(),
-                                                   m_short ? N : 1,
-                                                   m_short ? 1 : N,
-                                                   nullptr,
-                                                   static_cast<int>(m_short ? M : N),
-                                                   static_cast<int>(m_short ? N : M),
-                                                   static_cast<int>(K),
-                                                   0,
-                                                   vec,
-                                                   p_vec,
-                                                   0};
-    launch_typed<scalar_t>(args, cols, device, c.options());
+    const bool p_vec = pk == 1 && p_rows_aligned();
+    SkinnyArgs<scalar_t, acc_type_t<scalar_t>> skinny{static_cast<const scalar_t*>(p),
+                                                      ps,
+                                                      pk,
+                                                      static_cast<const scalar_t*>(q),
+                                                      qk,
+                                                      ql,
+                                                      args.c_ptr<scalar_t>(),
+                                                      m_short ? N : 1,
+                                                      m_short ? 1 : N,
+                                                      nullptr,
+                                                      static_cast<int>(S),
+                                                      static_cast<int>(L),
+                                                      static_cast<int>(K),
+                                                      0,
+                                                      vec,
+                                                      p_vec,
+                                                      0};
+    launch_typed<scalar_t>(skinny, cols, args.device, args.stream, *args.workspace);
   });
 }
 

@@ -21,9 +21,6 @@
 //    of A (rows g, columns t) or 4 rows x 4 consecutive doubles of B (rows t, columns g). With a row pitch of
 //    4 (mod 16) doubles, word (row * pitch + col) falls in 8-byte bank 4 * row + col (mod 16): 16 different ones.
 //  - Grouped tile order for L2 reuse (as steps 6 and 8).
-#include <ATen/core/Tensor.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -32,7 +29,7 @@
 #include <iterator>
 #include <string>
 
-#include "cuda/matmul/ladder.h"
+#include "cuda/matmul/args.h"
 #include "cuda/matmul/mma_sm80.cuh"
 #include "cuda/utils.cuh"
 
@@ -215,34 +212,34 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <class Cfg, bool kVec>
-void launch_typed(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+void launch_typed(const Args& args) {
+  const int64_t M = args.M, N = args.N, K = args.K;
   constexpr auto* kernel = &matmul_kernel_15_dmma<Cfg, kVec>;
-  opt_in_dynamic_smem<kernel>(Cfg::kSmemBytes, c.get_device());
+  opt_in_dynamic_smem<kernel>(Cfg::kSmemBytes, args.device);
   const int64_t tiles = ceil_div<int64_t>(M, kBM) * ceil_div<int64_t>(N, kBN);
-  TORCH_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
-  kernel<<<static_cast<unsigned>(tiles), kThreads, Cfg::kSmemBytes, c10::cuda::getCurrentCUDAStream().stream()>>>(
-      a.const_data_ptr<double>(), b.const_data_ptr<double>(), c.mutable_data_ptr<double>(), M, N, K);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  require(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  kernel<<<static_cast<unsigned>(tiles), kThreads, Cfg::kSmemBytes, args.stream>>>(
+      args.a_ptr<double>(), args.b_ptr<double>(), args.c_ptr<double>(), M, N, K);
+  CUDA_KERNELS_LAUNCH_CHECK();
 }
 
 // 16-byte copies and stores when K and N are even and the bases 16-byte aligned, else 8-byte ones.
 template <class Cfg>
-void launch_config(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int64_t K = a.size(1), N = b.size(1);
-  const bool vec = K % 2 == 0 && N % 2 == 0 && is_aligned(a.const_data_ptr(), 16) &&
-                   is_aligned(b.const_data_ptr(), 16) && is_aligned(c.const_data_ptr(), 16);
+void launch_config(const Args& args) {
+  const int64_t N = args.N, K = args.K;
+  const bool vec =
+      K % 2 == 0 && N % 2 == 0 && is_aligned(args.a, 16) && is_aligned(args.b, 16) && is_aligned(args.c, 16);
   if (vec) {
-    launch_typed<Cfg, true>(a, b, c);
+    launch_typed<Cfg, true>(args);
   } else {
-    launch_typed<Cfg, false>(a, b, c);
+    launch_typed<Cfg, false>(args);
   }
 }
 
 struct NamedConfig {
   const char* name;  // the name CUDA_KERNELS_MATMUL_15_CONFIG takes: bk<slab depth>_s<stages>
   size_t smem;       // dynamic shared memory per block, bytes
-  void (*launch)(const at::Tensor&, const at::Tensor&, at::Tensor&);
+  void (*launch)(const Args&);
 };
 template <class Cfg>
 constexpr NamedConfig named(const char* name) {
@@ -268,29 +265,29 @@ std::string config_names() {
 
 }  // namespace
 
-void launch_15_dmma(const at::Tensor& a, const at::Tensor& b, at::Tensor& c) {
-  const int device = c.get_device();
+void launch_15_dmma(const Args& args) {
+  const int device = args.device;
   const auto optin =
       static_cast<size_t>(detail::cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device));
   // Tuning knob, read at every call: CUDA_KERNELS_MATMUL_15_CONFIG=<name> forces a configuration.
   if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_15_CONFIG"); forced != nullptr && forced[0] != '\0') {
     const NamedConfig* cfg = std::find_if(std::begin(kConfigs), std::end(kConfigs),
                                           [&](const NamedConfig& c) { return std::strcmp(c.name, forced) == 0; });
-    TORCH_CHECK(cfg != std::end(kConfigs), "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced,
-                " is not a compiled configuration; available: ", config_names());
-    TORCH_CHECK(cfg->smem <= optin, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced, " needs ", cfg->smem,
-                " bytes of shared memory per block; device ", device, " allows ", optin);
-    cfg->launch(a, b, c);
+    require(cfg != std::end(kConfigs), "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced,
+            " is not a compiled configuration; available: ", config_names());
+    require(cfg->smem <= optin, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced, " needs ", cfg->smem,
+            " bytes of shared memory per block; device ", device, " allows ", optin);
+    cfg->launch(args);
     return;
   }
   for (int i = 0; i < kPreferred; ++i) {
     if (kConfigs[i].smem <= optin) {
-      kConfigs[i].launch(a, b, c);
+      kConfigs[i].launch(args);
       return;
     }
   }
-  TORCH_CHECK(false, "cuda_kernels.matmul: step 15 needs ", kConfigs[kPreferred - 1].smem,
-              " bytes of shared memory per block; device ", device, " allows ", optin);
+  fail("cuda_kernels.matmul: step 15 needs ", kConfigs[kPreferred - 1].smem,
+       " bytes of shared memory per block; device ", device, " allows ", optin);
 }
 
 }  // namespace cuda_kernels::matmul_ladder

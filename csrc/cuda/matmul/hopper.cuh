@@ -4,9 +4,9 @@
 //
 // Every device wrapper compiles to nothing outside the sm_90a pass (`__CUDA_ARCH_FEAT_SM90_ALL`), so a file
 // including this header still builds for sm_80; kernels that use them must guard their bodies the same way.
-// Only the last section (tma_operand) uses ATen; it is left out when CUDA_KERNELS_MATMUL_STANDALONE (the
-// standalone harnesses in scripts/) or CUDA_KERNELS_MATMUL_KERNELS_ONLY (translation units that only compile
-// kernels, e.g. 12_tuned_tiles_bf16.cu) is defined.
+// Only the last section (tma_operand, prepare_call) uses the ladder's Args and errors; it is left out when
+// CUDA_KERNELS_MATMUL_STANDALONE (the standalone harnesses in scripts/) or CUDA_KERNELS_MATMUL_KERNELS_ONLY
+// (translation units that only compile kernels, e.g. 12_tuned_tiles_bf16.cu) is defined.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (types only: the driver is reached through the runtime)
@@ -626,44 +626,40 @@ cudaError_t opt_in_smem(size_t bytes, int& device) {
 }  // namespace cuda_kernels::hopper
 
 #if !defined(CUDA_KERNELS_MATMUL_STANDALONE) && !defined(CUDA_KERNELS_MATMUL_KERNELS_ONLY)
-// ATen side: fitting tensors to what TMA can read (left out of the standalone harness, which has no ATen, and of
-// translation units that only compile kernels).
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
-
+// Ladder side: fitting a call's operands to what TMA can read (left out of the standalone harness, which has no
+// ladder, and of translation units that only compile kernels).
 #include <limits>
+
+#include "cuda/errors.h"
+#include "cuda/matmul/args.h"
 
 namespace cuda_kernels::hopper {
 
-// Describes the (rows x cols) tensor t for TMA, as row-major (element (r, c) at ptr[r * ld + c], mn_major = false)
-// or column-major (ptr[c * ld + r], mn_major = true), whichever its strides allow, preferring row-major; a size-1
-// dimension's stride is never used, so it is given a valid pitch. Anything else (other strides, a base not 16-byte
-// aligned, a pitch not a multiple of 16 bytes) is copied into `keep`, a row-major buffer with a padded pitch
-// whose logical size stays rows x cols (TMA's zero fill still covers the tails). For A (M x K) row-major means
-// K-major; for B (K x N) it means MN-major: callers flip mn_major for B.
-inline Operand tma_operand(const at::Tensor& t, at::Tensor& keep) {
+// Describes the (rows x cols) matrix at p, element (r, c) at p[r * s0 + c * s1], for TMA, as row-major (element
+// (r, c) at ptr[r * ld + c], mn_major = false) or column-major (ptr[c * ld + r], mn_major = true), whichever its
+// strides allow, preferring row-major; a size-1 dimension's stride is never used, so it is given a valid pitch.
+// Anything else (other strides, a base not 16-byte aligned, a pitch not a multiple of 16 bytes) is copied into the
+// workspace, row-major with a padded pitch, whose logical size stays rows x cols (TMA's zero fill still covers the
+// tails). For A (M x K) row-major means K-major; for B (K x N) it means MN-major: callers flip mn_major for B.
+inline Operand tma_operand(const void* p, matmul_ladder::Dtype dtype, int64_t rows, int64_t cols, int64_t s0,
+                           int64_t s1, matmul_ladder::Workspace& workspace) {
   constexpr int64_t kAlignBytes = 16;  // TMA: 16-byte base and row pitch
-  const int64_t pitch_elems = kAlignBytes / static_cast<int64_t>(t.element_size());
+  const int64_t pitch_elems = kAlignBytes / matmul_ladder::dtype_size(dtype);
   const auto round_up = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
-  const int64_t rows = t.size(0), cols = t.size(1), s0 = t.stride(0), s1 = t.stride(1);
-  if (reinterpret_cast<uintptr_t>(t.const_data_ptr()) % kAlignBytes == 0) {
+  if (reinterpret_cast<uintptr_t>(p) % kAlignBytes == 0) {
     if ((s1 == 1 || cols == 1) && (rows == 1 || (s0 % pitch_elems == 0 && s0 >= cols))) {
-      return {t.const_data_ptr(), rows == 1 ? round_up(cols, pitch_elems) : s0, false};
+      return {p, rows == 1 ? round_up(cols, pitch_elems) : s0, false};
     }
     if ((s0 == 1 || rows == 1) && (cols == 1 || (s1 % pitch_elems == 0 && s1 >= rows))) {
-      return {t.const_data_ptr(), cols == 1 ? round_up(rows, pitch_elems) : s1, true};
+      return {p, cols == 1 ? round_up(rows, pitch_elems) : s1, true};
     }
   }
   const int64_t pitch = round_up(cols, pitch_elems);
-  keep = at::empty({rows, pitch}, t.options());
-  keep.narrow(1, 0, cols).copy_(t);
-  return {keep.const_data_ptr(), pitch, false};
+  return {workspace.copy_2d(p, dtype, rows, cols, s0, s1, pitch), pitch, false};
 }
 
-// One call of a Hopper ladder step (9-12) as its raw-pointer launcher takes it: the inputs checked, a and b
-// described for TMA (with their padded copies, when needed, kept alive until the launch is enqueued).
+// One call of a Hopper ladder step (9-13) as its kernels' launcher takes it: the sizes checked, a and b described
+// for TMA (padded copies in the call's workspace when needed).
 struct Call {
   bool bf16;
   int M, N, K;
@@ -671,48 +667,41 @@ struct Call {
   void* c;
   int device;
   cudaStream_t stream;
-  at::Tensor a_keep, b_keep;
 };
 
-// What every Hopper step's at::Tensor launcher starts with; `step` names it in the errors ("09_wgmma_tma").
-// With float32 (the TF32 step) a, b and c are float32 instead of 16-bit.
-inline Call prepare_call(const char* step, const at::Tensor& a, const at::Tensor& b, at::Tensor& c,
-                         bool (*wgmma_available)(int device), bool float32 = false) {
+// What every Hopper step's launcher starts with; `step` names it in the errors ("09_wgmma_tma"). With float32 (the
+// TF32 step) a, b and c are float32 instead of 16-bit.
+inline Call prepare_call(const char* step, const matmul_ladder::Args& args, bool (*wgmma_available)(int device),
+                         bool float32 = false) {
   constexpr const char* op = "cuda_kernels.matmul";
-  const at::ScalarType dtype = a.scalar_type();
+  using matmul_ladder::Dtype;
   if (float32) {
-    TORCH_CHECK(dtype == at::kFloat, op, ": step ", step, " supports float32 only, got ", dtype);
+    require(args.dtype == Dtype::kFloat32, op, ": step ", step, " supports float32 only, got ",
+            matmul_ladder::dtype_name(args.dtype));
   } else {
-    TORCH_CHECK(dtype == at::kBFloat16 || dtype == at::kHalf, op, ": step ", step,
-                " supports bfloat16 and float16 only, got ", dtype);
+    require(args.dtype == Dtype::kBFloat16 || args.dtype == Dtype::kFloat16, op, ": step ", step,
+            " supports bfloat16 and float16 only, got ", matmul_ladder::dtype_name(args.dtype));
   }
-  TORCH_CHECK(b.scalar_type() == dtype && c.scalar_type() == dtype, op, ": step ", step,
-              " needs a, b and c of one dtype");
-  const int device = c.get_device();
-  TORCH_CHECK(wgmma_available(device), op, ": step ", step,
-              " needs a compute capability 9.0 GPU and a build with sm_90a code");
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  require(wgmma_available(args.device), op, ": step ", step,
+          " needs a compute capability 9.0 GPU and a build with sm_90a code");
+  const int64_t M = args.M, N = args.N, K = args.K;
   constexpr int64_t kMaxDim = std::numeric_limits<int>::max();  // TMA coordinates and the kernels' indices are int
-  TORCH_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim, op, ": step ", step, " needs M, N, K < 2^31");
-  TORCH_CHECK(c.is_contiguous() && c.size(0) == M && c.size(1) == N, op, ": step ", step,
-              " needs a contiguous (M, N) output");
-  Call call{dtype == at::kBFloat16,
+  require(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim, op, ": step ", step, " needs M, N, K < 2^31");
+  Call call{args.dtype == Dtype::kBFloat16,
             static_cast<int>(M),
             static_cast<int>(N),
             static_cast<int>(K),
-            {},
-            {},
-            c.mutable_data_ptr(),
-            device,
-            c10::cuda::getCurrentCUDAStream().stream()};
-  call.a = tma_operand(a, call.a_keep);
-  call.b = tma_operand(b, call.b_keep);
+            tma_operand(args.a, args.dtype, M, K, args.sa0, args.sa1, *args.workspace),
+            tma_operand(args.b, args.dtype, K, N, args.sb0, args.sb1, *args.workspace),
+            args.c,
+            args.device,
+            args.stream};
   call.b.mn_major = !call.b.mn_major;  // row-major (K, N) B has n contiguous
   return call;
 }
 
 inline void check_launch(const char* step, cudaError_t err) {
-  TORCH_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step ", step, " launch failed: ", cudaGetErrorString(err));
+  require(err == cudaSuccess, "cuda_kernels.matmul: step ", step, " launch failed: ", cudaGetErrorString(err));
 }
 
 }  // namespace cuda_kernels::hopper

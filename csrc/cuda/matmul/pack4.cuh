@@ -3,13 +3,10 @@
 // that steps 3-5 share.
 #pragma once
 
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <c10/util/Half.h>
-
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -69,19 +66,17 @@ __device__ __forceinline__ void store4(scalar_t* dst, int64_t row, int64_t col, 
   }
 }
 
-// Calls launch(scalar_t{}, std::bool_constant<kVec>{}) for a's dtype: with kVec true for float32 whose rows allow
-// 16-byte accesses (pitches K and N multiples of 4, every pointer 16-byte aligned), else with kVec false, where
-// the kernel takes scalar, bounds-checked accesses. Steps 3-5 launch their kernel<scalar_t, kVec> through it.
+// Calls launch(scalar_t{}, std::bool_constant<kVec>{}) for the call's dtype: with kVec true for float32 whose rows
+// allow 16-byte accesses (pitches K and N multiples of 4, every pointer 16-byte aligned), else with kVec false,
+// where the kernel takes scalar, bounds-checked accesses. Steps 3-5 launch their kernel<scalar_t, kVec> through it.
 template <typename Launch>
-void dispatch_vec4(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, Launch&& launch) {
-  const bool vec = a.scalar_type() == at::kFloat && a.size(1) % 4 == 0 && b.size(1) % 4 == 0 &&
-                   is_aligned(a.const_data_ptr(), 16) && is_aligned(b.const_data_ptr(), 16) &&
-                   is_aligned(c.const_data_ptr(), 16);
+void dispatch_vec4(const Args& args, Launch&& launch) {
+  const bool vec = args.dtype == Dtype::kFloat32 && args.K % 4 == 0 && args.N % 4 == 0 && is_aligned(args.a, 16) &&
+                   is_aligned(args.b, 16) && is_aligned(args.c, 16);
   if (vec) {
     launch(float{}, std::true_type{});
   } else {
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "cuda_kernels.matmul",
-                                    [&] { launch(scalar_t{}, std::false_type{}); });
+    dispatch_dtype(args.dtype, [&](auto t) { launch(decltype(t){}, std::false_type{}); });
   }
 }
 

@@ -1,14 +1,19 @@
-// matmul on CUDA: the ladder of kernels in csrc/cuda/matmul/ and the choice of one.
-// Validation (csrc/checks.h: check_matmul_variant), the device guard and allocation happen before, in
-// csrc/cuda/ops.cpp.
+// matmul on CUDA: the ladder of kernels in csrc/cuda/matmul/, the choice of one, and the call of its launcher
+// with the tensors turned into raw pointers (args.h). Validation (csrc/checks.h: check_matmul_variant), the device
+// guard and allocation happen before, in csrc/cuda/ops.cpp. A .cpp file: it holds no kernel, so the host compiler
+// alone builds it, once.
 //
 // variant = 0 picks a step (pick_step below); variant = N forces ladder step N (tests and the benchmark use this
 // to cover and time every step).
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include "checks.h"
 #include "cuda/matmul/ladder.h"
@@ -28,7 +33,7 @@ using matmul_ladder::kTf32Math;
 using matmul_ladder::Step;
 
 // The ladder, in order: each step is faster than the one before it on the inputs it takes. Add a step: write
-// csrc/cuda/matmul/NN_name.cu, declare its launcher in ladder.h, and list it here with what it needs.
+// csrc/cuda/matmul/NN_name.cu, declare its launcher in args.h, and list it here with what it needs.
 // Columns: variant, name, input layouts, dtypes, minimum compute capability, runtime check and what it checks,
 // launcher.
 constexpr const char* kSm90aNeeds = "an sm_90a build on a compute-9.0 GPU";
@@ -102,7 +107,7 @@ const Step& pick_step(at::ScalarType dtype, const matmul_ladder::GpuInfo& gpu, b
       return step;
     }
     // Steps that never take this dtype are not worth naming; a step that takes it but cannot run here is.
-    if (step.dtypes & matmul_ladder::dtype_bit(dtype)) {
+    if (step.dtypes & ladder_dtype_bit(dtype)) {
       skipped += (skipped.empty() ? "" : ", ") + std::string(step.name) + " (" + why_not + ")";
     }
   }
@@ -122,11 +127,65 @@ const Step& matmul_cuda_default_step(at::ScalarType dtype, const matmul_ladder::
   return pick_step(dtype, gpu, tf32, shape, reason);
 }
 
+namespace {
+
+// Workspace (args.h) from torch's caching allocator: each buffer is a tensor kept until the call returns, when the
+// allocator takes it back for later work on the same stream.
+class TensorWorkspace final : public matmul_ladder::Workspace {
+ public:
+  explicit TensorWorkspace(const at::TensorOptions& options) : options_(options) {}
+
+  void* alloc(std::size_t bytes) override {
+    keep_.push_back(at::empty({static_cast<int64_t>(bytes)}, options_.dtype(at::kByte)));
+    return keep_.back().mutable_data_ptr();
+  }
+
+  void* copy_2d(const void* src, matmul_ladder::Dtype dtype, int64_t rows, int64_t cols, int64_t s0, int64_t s1,
+                int64_t pitch) override {
+    TORCH_CHECK(pitch >= cols, "cuda_kernels.matmul: a copy's pitch ", pitch, " is less than its ", cols, " columns");
+    const at::TensorOptions options = options_.dtype(scalar_type(dtype));
+    // from_blob only views src (read below); the copy is an ordinary ATen copy on the current stream.
+    const at::Tensor from = at::from_blob(const_cast<void*>(src), {rows, cols}, {s0, s1}, options);
+    keep_.push_back(at::empty({rows, pitch}, options));
+    keep_.back().narrow(1, 0, cols).copy_(from);
+    return keep_.back().mutable_data_ptr();
+  }
+
+ private:
+  static at::ScalarType scalar_type(matmul_ladder::Dtype d) {
+    switch (d) {
+      case matmul_ladder::Dtype::kFloat32:
+        return at::kFloat;
+      case matmul_ladder::Dtype::kFloat64:
+        return at::kDouble;
+      case matmul_ladder::Dtype::kFloat16:
+        return at::kHalf;
+      case matmul_ladder::Dtype::kBFloat16:
+        return at::kBFloat16;
+    }
+    return at::kFloat;
+  }
+
+  at::TensorOptions options_;
+  std::vector<at::Tensor> keep_;
+};
+
+}  // namespace
+
 void matmul_cuda_launch(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& c, const Step& step) {
   const bool row_major = step.requirements & kRowMajorInputs;
   const at::Tensor a = row_major ? a_in.contiguous() : a_in;
   const at::Tensor b = row_major ? b_in.contiguous() : b_in;
-  step.launch(a, b, c);
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  TensorWorkspace workspace(c.options());
+  matmul_ladder::Args args{ladder_dtype(a.scalar_type()), a.const_data_ptr(), b.const_data_ptr(), c.mutable_data_ptr(),
+                           M, N, K,
+                           // Row-major steps are promised the row-major strides, even where a size-1 dim of a
+                           // contiguous tensor carries another stride.
+                           row_major ? K : a.stride(0), row_major ? 1 : a.stride(1), row_major ? N : b.stride(0),
+                           row_major ? 1 : b.stride(1), c.get_device(),
+                           c10::cuda::getCurrentCUDAStream(c.get_device()).stream(), &workspace};
+  step.launch(args);
 }
 
 }  // namespace cuda_kernels
