@@ -24,15 +24,15 @@ template <typename... Parts>
   raise_error(out.str());
 }
 
-// TORCH_CHECK without ATen, e.g. require(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has
-// too many tiles").
-template <typename... Parts>
-void require(bool ok, const Parts&... parts) {
-  if (!ok) fail(parts...);
-}
-
 }  // namespace cuda_kernels
 
 #define CUDA_KERNELS_CUDA_CHECK(expr) ::cuda_kernels::cuda_check((expr), __FILE__, __func__, __LINE__)
+// TORCH_CHECK without ATen: when cond is false, raises the message parts written one after another; like
+// TORCH_CHECK, the parts are evaluated only then. E.g.
+//   CUDA_KERNELS_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles");
+#define CUDA_KERNELS_CHECK(cond, ...)               \
+  do {                                              \
+    if (!(cond)) ::cuda_kernels::fail(__VA_ARGS__); \
+  } while (0)
 // After a <<<...>>> launch, as C10_CUDA_KERNEL_LAUNCH_CHECK.
 #define CUDA_KERNELS_LAUNCH_CHECK() CUDA_KERNELS_CUDA_CHECK(cudaGetLastError())

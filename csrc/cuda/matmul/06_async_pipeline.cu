@@ -357,7 +357,8 @@ void launch_config(const Args& args, int64_t splits) {
   }
   const int64_t tiles = ceil_div<int64_t>(M, Cfg::kBM) * ceil_div<int64_t>(N, Cfg::kBN);
   // Even 64 x 64 tiles reach this limit only beyond 2^43 outputs, far more than any GPU's memory.
-  require(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  CUDA_KERNELS_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N,
+                     " output has too many tiles for one launch");
   const cudaStream_t stream = args.stream;
   // Each split covers a whole number of slabs; recount the splits after rounding.
   const int64_t k_split = splits > 1 ? ceil_div<int64_t>(ceil_div<int64_t>(K, splits), Cfg::kBK) * Cfg::kBK : K;
@@ -471,8 +472,8 @@ int64_t read_smem_cap() {
   if (text == nullptr || text[0] == '\0') return 0;
   char* end = nullptr;
   const long long value = std::strtoll(text, &end, 10);
-  require(*end == '\0' && value > 0, "cuda_kernels.matmul: ", kSmemLimitEnv, "=", text,
-          " is not a positive number of bytes");
+  CUDA_KERNELS_CHECK(*end == '\0' && value > 0, "cuda_kernels.matmul: ", kSmemLimitEnv, "=", text,
+                     " is not a positive number of bytes");
   return value;
 }
 
@@ -490,9 +491,9 @@ template <size_t kCount>
 const Fp32Config& first_that_fits(const int (&preference)[kCount], size_t limit) {
   const int* fit = std::find_if(preference, preference + kCount, [&](int i) { return kFp32Configs[i].smem <= limit; });
   // Only a cap below 48 KiB fails this: every device allows the last choice of each list.
-  require(fit != preference + kCount, "cuda_kernels.matmul: no float32 configuration fits in ", limit,
-          " bytes of shared memory per block (", kSmemLimitEnv, " caps it; the smallest needs ",
-          kFp32Configs[preference[kCount - 1]].smem, ")");
+  CUDA_KERNELS_CHECK(fit != preference + kCount, "cuda_kernels.matmul: no float32 configuration fits in ", limit,
+                     " bytes of shared memory per block (", kSmemLimitEnv, " caps it; the smallest needs ",
+                     kFp32Configs[preference[kCount - 1]].smem, ")");
   return kFp32Configs[*fit];
 }
 
@@ -516,11 +517,11 @@ void launch_06_async_pipeline(const Args& args) {
     for (const Fp32Config& candidate : kFp32Configs) {
       if (std::strcmp(candidate.name, forced) == 0) cfg = &candidate;
     }
-    require(cfg != nullptr, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced,
-            " is not a compiled configuration; available: ", fp32_config_names());
-    require(cfg->smem <= limit, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced, " needs ", cfg->smem,
-            " bytes of shared memory per block; device ", device, " allows ", limit,
-            " (the device's opt-in limit, capped by ", kSmemLimitEnv, " when set)");
+    CUDA_KERNELS_CHECK(cfg != nullptr, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced,
+                       " is not a compiled configuration; available: ", fp32_config_names());
+    CUDA_KERNELS_CHECK(cfg->smem <= limit, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced, " needs ",
+                       cfg->smem, " bytes of shared memory per block; device ", device, " allows ", limit,
+                       " (the device's opt-in limit, capped by ", kSmemLimitEnv, " when set)");
   } else if (M <= kSkinnyMaxM) {
     cfg = &first_that_fits(kSkinnyPreference, limit);
   } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * kSmallProblemDivisor < sms) {

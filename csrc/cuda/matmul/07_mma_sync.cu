@@ -156,7 +156,8 @@ void launch_typed(const Args& args) {
   using T = typename Elem<kBf16>::type;
   const int64_t M = args.M, N = args.N, K = args.K;
   const int64_t tiles = ceil_div<int64_t>(M, kBM) * ceil_div<int64_t>(N, kBN);
-  require(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  CUDA_KERNELS_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N,
+                     " output has too many tiles for one launch");
   const cudaStream_t stream = args.stream;
   matmul_kernel_07_mma_sync<kBf16, kVec><<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(
       args.a_ptr<T>(), args.b_ptr<T>(), args.c_ptr<T>(), M, N, K);
@@ -167,7 +168,8 @@ void launch_typed(const Args& args) {
 
 void launch_07_mma_sync(const Args& args) {
   const bool bf16 = args.dtype == Dtype::kBFloat16;
-  require(bf16 || args.dtype == Dtype::kFloat16, "cuda_kernels.matmul: 07_mma_sync takes float16 or bfloat16");
+  CUDA_KERNELS_CHECK(bf16 || args.dtype == Dtype::kFloat16,
+                     "cuda_kernels.matmul: 07_mma_sync takes float16 or bfloat16");
   // 16-byte loads need every row of A and B to start on a 16-byte boundary.
   const bool vec = args.K % kChunk == 0 && args.N % kChunk == 0 && is_aligned(args.a, 16) && is_aligned(args.b, 16);
   if (bf16) {

@@ -279,7 +279,8 @@ void launch_typed(const Args& args) {
   constexpr auto* kernel = &matmul_kernel_08_mma_pipeline<Cfg, kBf16, kVec>;
   opt_in_dynamic_smem<kernel>(Cfg::kSmemBytes, args.device);
   const int64_t tiles = ceil_div<int64_t>(M, Cfg::kBM) * ceil_div<int64_t>(N, Cfg::kBN);
-  require(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  CUDA_KERNELS_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N,
+                     " output has too many tiles for one launch");
   const cudaStream_t stream = args.stream;
   kernel<<<static_cast<unsigned>(tiles), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args.a_ptr<T>(), args.b_ptr<T>(),
                                                                                    args.c_ptr<T>(), M, N, K);
@@ -319,7 +320,8 @@ const TunedConfig kTuningConfigs[] = {
 
 void launch_08_mma_pipeline(const Args& args) {
   const bool bf16 = args.dtype == Dtype::kBFloat16;
-  require(bf16 || args.dtype == Dtype::kFloat16, "cuda_kernels.matmul: 08_mma_pipeline takes float16 or bfloat16");
+  CUDA_KERNELS_CHECK(bf16 || args.dtype == Dtype::kFloat16,
+                     "cuda_kernels.matmul: 08_mma_pipeline takes float16 or bfloat16");
   // 16-byte copies need every row of A and B to start on a 16-byte boundary.
   const bool vec = args.K % kChunk == 0 && args.N % kChunk == 0 && is_aligned(args.a, 16) && is_aligned(args.b, 16);
 #if defined(CUDA_KERNELS_MATMUL_TUNING) || defined(CUDA_KERNELS_MATMUL_08_TUNING)

@@ -554,7 +554,7 @@ int positive_env_int(const char* name, int fallback, const char* unit) {
   const char* env = std::getenv(name);
   if (env == nullptr || env[0] == '\0') return fallback;
   const int v = std::atoi(env);
-  require(v > 0, "cuda_kernels.matmul: ", name, "=", env, " is not a positive number of ", unit);
+  CUDA_KERNELS_CHECK(v > 0, "cuda_kernels.matmul: ", name, "=", env, " is not a positive number of ", unit);
   return v;
 }
 int blocks_per_sm_target(int default_target) {
@@ -612,9 +612,9 @@ void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cuda
   config.numAttrs = 1;
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Actual>(args)...);
   if (err != cudaSuccess) (void)cudaGetLastError();  // cleared: the error is reported here
-  require(err == cudaSuccess, "cuda_kernels.matmul: step 14_skinny: launching clusters of ", cluster,
-          " blocks failed: ", cudaGetErrorString(err),
-          " (CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS sets their most; 1 turns clusters off)");
+  CUDA_KERNELS_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step 14_skinny: launching clusters of ", cluster,
+                     " blocks failed: ", cudaGetErrorString(err),
+                     " (CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS sets their most; 1 turns clusters off)");
 }
 
 // Launches the "mma" kernel (launch_typed asks for it with 16-bit T only).
@@ -648,7 +648,8 @@ void launch_typed(SkinnyArgs<T, acc_type_t<T>> args, bool cols, int device, cuda
   while (!cols && sr < kPSharedRows && groups < kMaxGroups && groups * sr < S) groups *= 2;
   const int64_t l_tiles = ceil_div<int64_t>(L, mma ? kMmaCols : (cols ? kWarps * kCols : 32 * kV));
   const int64_t s_blocks = mma ? 1 : ceil_div<int64_t>(S, sr * groups);
-  require(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S, " rows on the short side are too many");
+  CUDA_KERNELS_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
+                     " rows on the short side are too many");
   // Split K until the GPU has about blocks_per_sm_target(...) blocks per SM (memory-bound: every SM needs loads in
   // flight), each split a whole number of `align` k.
   const int align = cols && !mma ? 32 * kV : kKAlignRows;
@@ -703,8 +704,8 @@ int64_t stride_or_unit(int64_t size, int64_t stride) {
 
 void launch_14_skinny(const Args& args) {
   const int64_t M = args.M, N = args.N, K = args.K;
-  require(M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31),
-          "cuda_kernels.matmul: step 14_skinny takes M, N, K < 2^31, got ", M, " x ", N, " x ", K);
+  CUDA_KERNELS_CHECK(M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31),
+                     "cuda_kernels.matmul: step 14_skinny takes M, N, K < 2^31, got ", M, " x ", N, " x ", K);
   // Short side S, long side L; P (S x K) and Q (K x L) as views of a and b (or of b^T and a^T), C's (s, l)
   // strides.
   const bool m_short = M <= N;

@@ -217,7 +217,8 @@ void launch_typed(const Args& args) {
   constexpr auto* kernel = &matmul_kernel_15_dmma<Cfg, kVec>;
   opt_in_dynamic_smem<kernel>(Cfg::kSmemBytes, args.device);
   const int64_t tiles = ceil_div<int64_t>(M, kBM) * ceil_div<int64_t>(N, kBN);
-  require(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N, " output has too many tiles for one launch");
+  CUDA_KERNELS_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N,
+                     " output has too many tiles for one launch");
   kernel<<<static_cast<unsigned>(tiles), kThreads, Cfg::kSmemBytes, args.stream>>>(
       args.a_ptr<double>(), args.b_ptr<double>(), args.c_ptr<double>(), M, N, K);
   CUDA_KERNELS_LAUNCH_CHECK();
@@ -273,10 +274,10 @@ void launch_15_dmma(const Args& args) {
   if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_15_CONFIG"); forced != nullptr && forced[0] != '\0') {
     const NamedConfig* cfg = std::find_if(std::begin(kConfigs), std::end(kConfigs),
                                           [&](const NamedConfig& c) { return std::strcmp(c.name, forced) == 0; });
-    require(cfg != std::end(kConfigs), "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced,
-            " is not a compiled configuration; available: ", config_names());
-    require(cfg->smem <= optin, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced, " needs ", cfg->smem,
-            " bytes of shared memory per block; device ", device, " allows ", optin);
+    CUDA_KERNELS_CHECK(cfg != std::end(kConfigs), "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced,
+                       " is not a compiled configuration; available: ", config_names());
+    CUDA_KERNELS_CHECK(cfg->smem <= optin, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced, " needs ",
+                       cfg->smem, " bytes of shared memory per block; device ", device, " allows ", optin);
     cfg->launch(args);
     return;
   }

@@ -676,17 +676,17 @@ inline Call prepare_call(const char* step, const matmul_ladder::Args& args, bool
   constexpr const char* op = "cuda_kernels.matmul";
   using matmul_ladder::Dtype;
   if (float32) {
-    require(args.dtype == Dtype::kFloat32, op, ": step ", step, " supports float32 only, got ",
-            matmul_ladder::dtype_name(args.dtype));
+    CUDA_KERNELS_CHECK(args.dtype == Dtype::kFloat32, op, ": step ", step, " supports float32 only, got ",
+                       matmul_ladder::dtype_name(args.dtype));
   } else {
-    require(args.dtype == Dtype::kBFloat16 || args.dtype == Dtype::kFloat16, op, ": step ", step,
-            " supports bfloat16 and float16 only, got ", matmul_ladder::dtype_name(args.dtype));
+    CUDA_KERNELS_CHECK(args.dtype == Dtype::kBFloat16 || args.dtype == Dtype::kFloat16, op, ": step ", step,
+                       " supports bfloat16 and float16 only, got ", matmul_ladder::dtype_name(args.dtype));
   }
-  require(wgmma_available(args.device), op, ": step ", step,
-          " needs a compute capability 9.0 GPU and a build with sm_90a code");
+  CUDA_KERNELS_CHECK(wgmma_available(args.device), op, ": step ", step,
+                     " needs a compute capability 9.0 GPU and a build with sm_90a code");
   const int64_t M = args.M, N = args.N, K = args.K;
   constexpr int64_t kMaxDim = std::numeric_limits<int>::max();  // TMA coordinates and the kernels' indices are int
-  require(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim, op, ": step ", step, " needs M, N, K < 2^31");
+  CUDA_KERNELS_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim, op, ": step ", step, " needs M, N, K < 2^31");
   Call call{args.dtype == Dtype::kBFloat16,
             static_cast<int>(M),
             static_cast<int>(N),
@@ -701,7 +701,8 @@ inline Call prepare_call(const char* step, const matmul_ladder::Args& args, bool
 }
 
 inline void check_launch(const char* step, cudaError_t err) {
-  require(err == cudaSuccess, "cuda_kernels.matmul: step ", step, " launch failed: ", cudaGetErrorString(err));
+  CUDA_KERNELS_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step ", step,
+                     " launch failed: ", cudaGetErrorString(err));
 }
 
 }  // namespace cuda_kernels::hopper
