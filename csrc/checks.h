@@ -63,20 +63,40 @@ inline void check_matmul_inputs(const at::Tensor& a, const at::Tensor& b) {
 // ---------------------------------------------------------------------------------------------------------------
 // matmul's variant argument on CUDA: which ladder step runs, and whether it can (csrc/cuda/matmul/ladder.h).
 
-// torch's name of a dtype ("float32", not ScalarType's "Float"), as users write it.
-inline const char* matmul_dtype_name(at::ScalarType t) {
+// The ladder's Dtype (csrc/cuda/matmul/args.h) of a dtype is_supported_float accepts.
+inline matmul_ladder::Dtype ladder_dtype(at::ScalarType t) {
   switch (t) {
     case at::kFloat:
-      return "float32";
+      return matmul_ladder::Dtype::kFloat32;
     case at::kDouble:
-      return "float64";
+      return matmul_ladder::Dtype::kFloat64;
     case at::kHalf:
-      return "float16";
+      return matmul_ladder::Dtype::kFloat16;
     case at::kBFloat16:
-      return "bfloat16";
+      return matmul_ladder::Dtype::kBFloat16;
     default:
-      return c10::toString(t);
+      TORCH_CHECK(false, "cuda_kernels.matmul: the kernel ladder does not compute ", t);
   }
+}
+
+// The torch dtype of a ladder Dtype (ladder_dtype's inverse).
+inline at::ScalarType scalar_type_of(matmul_ladder::Dtype d) {
+  switch (d) {
+    case matmul_ladder::Dtype::kFloat32:
+      return at::kFloat;
+    case matmul_ladder::Dtype::kFloat64:
+      return at::kDouble;
+    case matmul_ladder::Dtype::kFloat16:
+      return at::kHalf;
+    case matmul_ladder::Dtype::kBFloat16:
+      return at::kBFloat16;
+  }
+  return at::kFloat;
+}
+
+// torch's name of a dtype ("float32", not ScalarType's "Float"), as users write it.
+inline const char* matmul_dtype_name(at::ScalarType t) {
+  return is_supported_float(t) ? matmul_ladder::dtype_name(ladder_dtype(t)) : c10::toString(t);
 }
 
 // The CUDA archs this binary was compiled for, from the build's arch tag (cuda_kernels/_build_config.py arch_tag:
@@ -99,22 +119,6 @@ inline std::string built_archs() {
     start = end + 2;
   }
   return out;
-}
-
-// The ladder's Dtype (csrc/cuda/matmul/args.h) of a dtype is_supported_float accepts.
-inline matmul_ladder::Dtype ladder_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return matmul_ladder::Dtype::kFloat32;
-    case at::kDouble:
-      return matmul_ladder::Dtype::kFloat64;
-    case at::kHalf:
-      return matmul_ladder::Dtype::kFloat16;
-    case at::kBFloat16:
-      return matmul_ladder::Dtype::kBFloat16;
-    default:
-      TORCH_CHECK(false, "cuda_kernels.matmul: the kernel ladder does not compute ", t);
-  }
 }
 
 // t's bit in a step's `dtypes` mask; 0 for dtypes the ladder does not know.

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/opmath.h"
 #include "cuda/square.h"
 
 namespace cuda_kernels::square_launch {
@@ -39,23 +40,9 @@ constexpr int kStridedUnroll = 2;  // strided path: elements loaded per thread b
 // per thread, so the resident-block count that blocks_per_wave assumes holds (ptxas -v: 19-32, no spills).
 constexpr int kMinBlocksPerSm = 2048 / kThreads;
 
-// The type square computes in: float for half/bfloat16, as torch.square does (at::opmath_type, without its header).
-template <typename scalar_t>
-struct OpMath {
-  using type = scalar_t;
-};
-template <>
-struct OpMath<c10::Half> {
-  using type = float;
-};
-template <>
-struct OpMath<c10::BFloat16> {
-  using type = float;
-};
-
 template <typename scalar_t>
 __device__ __forceinline__ scalar_t square_one(scalar_t x) {
-  using opmath_t = typename OpMath<scalar_t>::type;
+  using opmath_t = opmath_type<scalar_t>;  // float for half/bfloat16, as torch.square computes them
   const opmath_t v = static_cast<opmath_t>(x);
   return static_cast<scalar_t>(v * v);
 }

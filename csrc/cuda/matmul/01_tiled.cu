@@ -19,7 +19,7 @@ template <typename scalar_t>
 __global__ void __launch_bounds__(kTile* kTile)
     matmul_kernel_01_tiled(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B, scalar_t* __restrict__ C,
                            int64_t M, int64_t N, int64_t K, int64_t sa0, int64_t sa1, int64_t sb0, int64_t sb1) {
-  using acc_t = acc_type_t<scalar_t>;
+  using acc_t = opmath_type<scalar_t>;
   // +1 column of padding: threads of a warp reading a column of As hit 32 different banks.
   __shared__ acc_t As[kTile][kTile + 1];
   __shared__ acc_t Bs[kTile][kTile + 1];

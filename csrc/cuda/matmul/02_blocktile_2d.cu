@@ -27,7 +27,7 @@ template <typename scalar_t>
 __global__ void __launch_bounds__(kThreads)
     matmul_kernel_02_blocktile_2d(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
                                   scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K) {
-  using acc_t = acc_type_t<scalar_t>;
+  using acc_t = opmath_type<scalar_t>;
   __shared__ acc_t As[kBM][kBK];
   __shared__ acc_t Bs[kBK][kBN];
   const int tid = threadIdx.x;

@@ -35,7 +35,7 @@ template <typename scalar_t, bool kVec>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_03_vectorized(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
                                 scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K) {
-  using acc_t = acc_type_t<scalar_t>;
+  using acc_t = opmath_type<scalar_t>;
   __shared__ alignas(sizeof(Pack4<acc_t>)) acc_t As[kBK][kBM + kAPad];  // A slab transposed: As[k][row]
   __shared__ alignas(sizeof(Pack4<acc_t>)) acc_t Bs[kBK][kBN];          // B slab as is: Bs[k][col]
   const int tid = threadIdx.x;

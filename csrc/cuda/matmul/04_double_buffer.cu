@@ -31,7 +31,7 @@ template <typename scalar_t, bool kVec>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_04_double_buffer(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
                                    scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K) {
-  using acc_t = acc_type_t<scalar_t>;
+  using acc_t = opmath_type<scalar_t>;
   constexpr int kALoads = kBM * kBK / 4 / kThreads;  // four-wide chunks of the A slab per thread
   constexpr int kBLoads = kBK * kBN / 4 / kThreads;  // ... of the B slab
   static_assert(kALoads * kThreads * 4 == kBM * kBK && kBLoads * kThreads * 4 == kBK * kBN);

@@ -124,7 +124,7 @@ __device__ __forceinline__ void copy_elem(acc_t* dst, const scalar_t* src, const
 // two pointers and one counter. A is (M, k_len) with row pitch lda, B is (k_len, N) with row pitch N.
 template <class Cfg, bool kVec, typename scalar_t>
 struct TileLoader {
-  using acc_t = acc_type_t<scalar_t>;
+  using acc_t = opmath_type<scalar_t>;
   static constexpr int T = Cfg::kThreads, BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK;
   // A: element e = tid + l * T of the slab is row (e / 8) % BM, k 8 * ((e / 8) / BM) + e % 8: a warp copies
   // 8 consecutive k of 4 consecutive rows (four full 32-byte sectors). As BM % (T / 8) == 0, this thread's
@@ -230,10 +230,10 @@ constexpr int arch_min_blocks() {
 // k in [y * k_split, (y + 1) * k_split) and writes its partial tile to C + y * M * N (the launcher then adds the
 // gridDim.y partial products); without a split, gridDim.y = 1 and k_split = K.
 template <class Cfg, typename scalar_t, bool kVec>
-__global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, acc_type_t<scalar_t>>()))
+__global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, opmath_type<scalar_t>>()))
     matmul_kernel_06_async_pipeline(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
                                     scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K, int64_t k_split) {
-  using acc_t = acc_type_t<scalar_t>;
+  using acc_t = opmath_type<scalar_t>;
   constexpr int BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK, TM = Cfg::kTM, TN = Cfg::kTN, S = Cfg::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
   acc_t* const As = reinterpret_cast<acc_t*>(smem);  // kStages transposed A slabs, then kStages B slabs
@@ -341,7 +341,7 @@ __global__ void matmul_kernel_06_splitk_reduce(const float* __restrict__ partial
 // Raises the kernel's dynamic shared-memory limit once per device.
 template <class Cfg, typename scalar_t, bool kVec>
 void launch_config(const Args& args, int64_t splits) {
-  using acc_t = acc_type_t<scalar_t>;
+  using acc_t = opmath_type<scalar_t>;
   const int64_t M = args.M, N = args.N, K = args.K;
   auto* kernel = &matmul_kernel_06_async_pipeline<Cfg, scalar_t, kVec>;
   constexpr size_t smem = Cfg::template smem_bytes<acc_t>();

@@ -619,7 +619,7 @@ void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cuda
 
 // Launches the "mma" kernel (launch_typed asks for it with 16-bit T only).
 template <typename T, bool kQCols>
-void launch_mma(const dim3& grid, const SkinnyArgs<T, acc_type_t<T>>& args, int device, cudaStream_t stream) {
+void launch_mma(const dim3& grid, const SkinnyArgs<T, opmath_type<T>>& args, int device, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
     constexpr auto* kernel = &matmul_kernel_14_skinny_mma<T, kQCols>;
     opt_in_dynamic_smem<kernel>(kMmaSmemBytes, device);
@@ -630,8 +630,9 @@ void launch_mma(const dim3& grid, const SkinnyArgs<T, acc_type_t<T>>& args, int 
 }
 
 template <typename T>
-void launch_typed(SkinnyArgs<T, acc_type_t<T>> args, bool cols, int device, cudaStream_t stream, Workspace& workspace) {
-  using Acc = acc_type_t<T>;
+void launch_typed(SkinnyArgs<T, opmath_type<T>> args, bool cols, int device, cudaStream_t stream,
+                  Workspace& workspace) {
+  using Acc = opmath_type<T>;
   constexpr int kV = vec_of<T>();
   const int S = args.S, L = args.L, K = args.K;
   // "mma": 16-bit, 16-byte vectors of Q and whole chunks (L % 8 == 0 for "rows", K % 8 == 0 for "cols"), mma.sync
@@ -746,23 +747,23 @@ void launch_14_skinny(const Args& args) {
     // P's rows may come from any layout; contiguous along k ("cols" reads them along k) they are read 16 bytes
     // at a time too.
     const bool p_vec = pk == 1 && p_rows_aligned();
-    SkinnyArgs<scalar_t, acc_type_t<scalar_t>> skinny{static_cast<const scalar_t*>(p),
-                                                      ps,
-                                                      pk,
-                                                      static_cast<const scalar_t*>(q),
-                                                      qk,
-                                                      ql,
-                                                      args.c_ptr<scalar_t>(),
-                                                      m_short ? N : 1,
-                                                      m_short ? 1 : N,
-                                                      nullptr,
-                                                      static_cast<int>(S),
-                                                      static_cast<int>(L),
-                                                      static_cast<int>(K),
-                                                      0,
-                                                      vec,
-                                                      p_vec,
-                                                      0};
+    SkinnyArgs<scalar_t, opmath_type<scalar_t>> skinny{static_cast<const scalar_t*>(p),
+                                                       ps,
+                                                       pk,
+                                                       static_cast<const scalar_t*>(q),
+                                                       qk,
+                                                       ql,
+                                                       args.c_ptr<scalar_t>(),
+                                                       m_short ? N : 1,
+                                                       m_short ? 1 : N,
+                                                       nullptr,
+                                                       static_cast<int>(S),
+                                                       static_cast<int>(L),
+                                                       static_cast<int>(K),
+                                                       0,
+                                                       vec,
+                                                       p_vec,
+                                                       0};
     launch_typed<scalar_t>(skinny, cols, args.device, args.stream, *args.workspace);
   });
 }

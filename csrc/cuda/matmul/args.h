@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/opmath.h"
+
 // cudaStream_t is `CUstream_st*`; declared here instead of including cuda_runtime.h because csrc/ops.h reads this
 // header in CPU-only builds too, which have no CUDA headers.
 struct CUstream_st;
@@ -55,22 +57,6 @@ void dispatch_dtype(Dtype d, F&& f) {
       return f(c10::BFloat16{});
   }
 }
-
-// The type a step accumulates in: float for the 16-bit types, the type itself otherwise (as at::opmath_type).
-template <typename T>
-struct AccType {
-  using type = T;
-};
-template <>
-struct AccType<c10::Half> {
-  using type = float;
-};
-template <>
-struct AccType<c10::BFloat16> {
-  using type = float;
-};
-template <typename T>
-using acc_type_t = typename AccType<T>::type;
 
 // Device memory and copies one call needs beyond its inputs and output (split-K partial sums, operands padded to a
 // pitch a kernel can read). ladder.cpp backs it with torch's caching allocator: memory is valid until the launcher

@@ -143,7 +143,7 @@ class TensorWorkspace final : public matmul_ladder::Workspace {
   void* copy_2d(const void* src, matmul_ladder::Dtype dtype, int64_t rows, int64_t cols, int64_t s0, int64_t s1,
                 int64_t pitch) override {
     TORCH_CHECK(pitch >= cols, "cuda_kernels.matmul: a copy's pitch ", pitch, " is less than its ", cols, " columns");
-    const at::TensorOptions options = options_.dtype(scalar_type(dtype));
+    const at::TensorOptions options = options_.dtype(scalar_type_of(dtype));
     // from_blob only views src (read below); the copy is an ordinary ATen copy on the current stream.
     const at::Tensor from = at::from_blob(const_cast<void*>(src), {rows, cols}, {s0, s1}, options);
     keep_.push_back(at::empty({rows, pitch}, options));
@@ -152,20 +152,6 @@ class TensorWorkspace final : public matmul_ladder::Workspace {
   }
 
  private:
-  static at::ScalarType scalar_type(matmul_ladder::Dtype d) {
-    switch (d) {
-      case matmul_ladder::Dtype::kFloat32:
-        return at::kFloat;
-      case matmul_ladder::Dtype::kFloat64:
-        return at::kDouble;
-      case matmul_ladder::Dtype::kFloat16:
-        return at::kHalf;
-      case matmul_ladder::Dtype::kBFloat16:
-        return at::kBFloat16;
-    }
-    return at::kFloat;
-  }
-
   at::TensorOptions options_;
   std::vector<at::Tensor> keep_;
 };
