@@ -320,9 +320,6 @@ inline bool probe_wgmma(int device) {
 }  // namespace cuda_kernels::matmul_ladder
 
 #ifndef CUDA_KERNELS_MATMUL_STANDALONE
-
-#include <limits>
-
 #include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 

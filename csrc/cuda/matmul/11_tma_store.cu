@@ -350,9 +350,6 @@ inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, cons
 }  // namespace cuda_kernels::matmul_ladder
 
 #ifndef CUDA_KERNELS_MATMUL_STANDALONE
-
-#include <limits>
-
 #include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 

@@ -649,9 +649,6 @@ inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, cons
 }  // namespace cuda_kernels::matmul_ladder
 
 #if !defined(CUDA_KERNELS_MATMUL_STANDALONE) && !defined(CUDA_KERNELS_MATMUL_KERNELS_ONLY)
-
-#include <limits>
-
 #include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 

@@ -443,7 +443,6 @@ inline cudaError_t launch(int M, int N, int K, const hopper::Operand& a, const h
 }  // namespace cuda_kernels::matmul_ladder
 
 #ifndef CUDA_KERNELS_MATMUL_STANDALONE
-
 #include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
