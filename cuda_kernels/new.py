@@ -4,12 +4,14 @@
     python -m cuda_kernels.new NAME --dry-run    # prints the plan, writes nothing
     python -m cuda_kernels.new NAME --root PATH  # a checkout other than the one this package lives in
 
-New files: csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths, and NAME_cuda), csrc/cpu/NAME.cpp (a
-plain at::parallel_for kernel and the input checks both devices run), tests/test_NAME.py (devices x dtypes against a
-torch reference, opcheck, gradcheck, torch.compile, bad input). Insertions, each above a marker line (MARKERS): the
+New files: csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths and their launcher, with no ATen header:
+an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a plain
+at::parallel_for kernel and the input checks both devices run), tests/test_NAME.py (devices x dtypes against a torch
+reference, opcheck, gradcheck, torch.compile, bad input). Insertions, each above a marker line (MARKERS): the
 declarations in csrc/ops.h; the schema, the error-naming wrappers and the CPU and CUDA registrations in
-csrc/api.cpp; the Python wrapper, fake kernel and autograd formula in cuda_kernels/ops.py; the export in
-cuda_kernels/__init__.py; the benchmark entry in cuda_kernels/bench/table.py.
+csrc/api.cpp; the CUDA host function (the input check, then square's elementwise_cuda: guard, output, layout, dtype
+switch) and the kernel header's include in csrc/cuda/ops.cpp; the Python wrapper, fake kernel and autograd formula in
+cuda_kernels/ops.py; the export in cuda_kernels/__init__.py; the benchmark entry in cuda_kernels/bench/table.py.
 
 The generated op computes the placeholder x * 2 (backward: 2 * grad) for float32/float64/float16/bfloat16 tensors of
 any shape and strides, on the CPU and CUDA; every place to edit for the real math is marked TODO(NAME).
@@ -44,11 +46,13 @@ TEMPLATES = Path(__file__).resolve().parent / "_templates"
 # The files an op adds, relative to the root, as format strings of the name.
 NEW_FILES = {
     "csrc/cuda/{name}.cu": "cuda.cu.tmpl",
+    "csrc/cuda/{name}.h": "cuda.h.tmpl",
     "csrc/cpu/{name}.cpp": "cpu.cpp.tmpl",
     "tests/test_{name}.py": "test.py.tmpl",
 }
 OPS_H = "csrc/ops.h"
 API_CPP = "csrc/api.cpp"
+CUDA_OPS_CPP = "csrc/cuda/ops.cpp"
 OPS_PY = "cuda_kernels/ops.py"
 INIT_PY = "cuda_kernels/__init__.py"
 BENCH_TABLE = "cuda_kernels/bench/table.py"
@@ -62,6 +66,8 @@ MARKERS = {
     "cuda_wrappers": "// cuda_kernels.new: CUDA wrappers above this line",
     "cpu_registrations": "// cuda_kernels.new: CPU registrations above this line",
     "cuda_registrations": "// cuda_kernels.new: CUDA registrations above this line",
+    "cuda_headers": "// cuda_kernels.new: kernel headers above this line",
+    "cuda_host": "// cuda_kernels.new: CUDA host functions above this line",
     "ops_py": "# cuda_kernels.new: ops above this line",
     "init_py": "# cuda_kernels.new: adds each new op to the import below (in ruff's order) and to __all__",
     "bench_table": "# python -m cuda_kernels.new adds new ops above this line",
@@ -73,7 +79,7 @@ OPS_H_DECLARATIONS = """\
 // csrc/cpu/${name}.cpp: the checks both devices run, and the CPU op.
 void check_${name}_input(const at::Tensor& x);
 at::Tensor ${name}_cpu(const at::Tensor& x);
-// csrc/cuda/${name}.cu: checks, device guard, allocation, then the kernel.
+// csrc/cuda/ops.cpp: the check, then the kernels of csrc/cuda/${name}.cu.
 at::Tensor ${name}_cuda(const at::Tensor& x);
 
 """
@@ -91,6 +97,18 @@ at::Tensor ${name}_cuda(const at::Tensor& x) {
   const auto run = [&] { return cuda_kernels::${name}_cuda(x); };
   return naming_errors("cuda_kernels.${name}", run);
 }
+"""
+# csrc/cuda/ops.cpp: the kernel header (kept in clang-format's order among the others above the marker) and the
+# host function, square_cuda's twin.
+CUDA_HEADER_INCLUDE = '#include "cuda/${name}.h"'
+CUDA_HOST_FUNCTION = """\
+at::Tensor ${name}_cuda(const at::Tensor& x) {
+  check_${name}_input(x);
+  namespace kernels = ${name}_launch;  // csrc/cuda/${name}.h
+  const auto launch = [](const auto* in, auto* out, auto... rest) { return kernels::launch(in, out, rest...); };
+  return elementwise_cuda(x, kernels::kThreads, launch);
+}
+
 """
 API_CPU_REGISTRATION = """\
   m.impl("${name}", &${name}_cpu);
@@ -271,6 +289,7 @@ def check_not_taken(name: str, root: Path) -> None:
             raise Refusal(f"'{name}' is taken: {path} exists")
     # C++ functions the op defines in namespace cuda_kernels or in its own files' anonymous namespaces.
     symbols = [f"{name}_cpu", f"{name}_cuda", f"check_{name}_input", f"{name}_one", f"{name}_kernel"]
+    symbols.append(f"{name}_launch")
     pattern = re.compile(r"\b(" + "|".join(symbols) + r")\b")
     for path in sorted((root / "csrc").rglob("*")):
         if path.suffix in (".h", ".cuh", ".cpp", ".cu") and path.is_file():
@@ -288,6 +307,22 @@ def insert_above(text: str, marker_key: str, block: str, rel: str) -> str:
         found = "not found" if not at else f"found {len(at)} times"
         raise Refusal(f"{rel}: the marker line '{marker}' is {found}; restore it (one line) where new ops go")
     return "".join(lines[: at[0]]) + block + "".join(lines[at[0] :])
+
+
+def insert_include(text: str, marker_key: str, include: str, rel: str) -> str:
+    """text with the line `include` added to the #include lines right above the line MARKERS[marker_key], all of
+    them sorted as clang-format sorts an include block; Refusal unless exactly one such marker line."""
+    marker = MARKERS[marker_key]
+    lines = text.splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if line.strip() == marker]
+    if len(at) != 1:
+        found = "not found" if not at else f"found {len(at)} times"
+        raise Refusal(f"{rel}: the marker line '{marker}' is {found}; restore it (one line) where new ops go")
+    start = at[0]
+    while start > 0 and lines[start - 1].startswith("#include"):
+        start -= 1
+    block = sorted([*lines[start : at[0]], include + "\n"])
+    return "".join(lines[:start]) + "".join(block) + "".join(lines[at[0] :])
 
 
 def _sort_key(name: str) -> tuple[tuple[int, int], ...]:
@@ -358,6 +393,10 @@ def make_plan(name: str, root: Path) -> Plan:
     ):
         api = insert_above(api, key, render(block, name), API_CPP)
     plan.changed_files[API_CPP] = api
+    ops_cpp = _read(root, CUDA_OPS_CPP)
+    ops_cpp = insert_include(ops_cpp, "cuda_headers", render(CUDA_HEADER_INCLUDE, name), CUDA_OPS_CPP)
+    ops_cpp = insert_above(ops_cpp, "cuda_host", render(CUDA_HOST_FUNCTION, name), CUDA_OPS_CPP)
+    plan.changed_files[CUDA_OPS_CPP] = ops_cpp
     plan.changed_files[OPS_PY] = insert_above(_read(root, OPS_PY), "ops_py", render(OPS_PY_BLOCK, name), OPS_PY)
     plan.changed_files[INIT_PY] = add_to_init(_read(root, INIT_PY), name)
     if not (root / BENCH_TABLE).is_file():

@@ -4,6 +4,7 @@ dtypes, and per-dtype tolerances."""
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import torch
@@ -68,6 +69,24 @@ else:
 # memcheck runs them at full size, since index overflow in big shapes is what it catches.
 SANITIZE_TOOL = os.environ.get("CUDA_KERNELS_SANITIZE", "")
 HEAVY_SKIP_TOOLS = ("racecheck", "initcheck", "synccheck")
+
+
+# hypothesis's pytest plugin imports hypothesis in its end-of-session summary whether or not a test used it: about 1 s
+# on a 2-core VM and 2 s on the H100 host, the largest share of pytest's own start-up and exit in one op's fast tier
+# (docs/debugging.md, "Loop timings"). Test modules are imported during collection, so when hypothesis is not
+# imported by then, no collected test is a hypothesis test and the plugin has nothing to report: it is unregistered.
+# With a --hypothesis-* option on the command line it stays (xdist's controller prints the workers' statistics).
+HYPOTHESIS_PLUGIN = "hypothesispytest"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if "hypothesis" in sys.modules or any(str(a).startswith("--hypothesis") for a in config.invocation_params.args):
+        return
+    plugin = config.pluginmanager.get_plugin(HYPOTHESIS_PLUGIN)
+    if plugin is not None:
+        config.pluginmanager.unregister(plugin)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

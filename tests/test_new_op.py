@@ -1,13 +1,14 @@
 """`python -m cuda_kernels.new NAME`: the op generator, run on temporary copies of the repository.
 
 Fast tests (always): refused names and missing markers change nothing (file hashes compared), --dry-run writes
-nothing, a generation writes the three new files and the insertions above each marker, and its output is ruff- and
-clang-format-clean (where those tools are on PATH).
+nothing, a generation writes the four new files and the insertions above each marker, its kernel file includes no
+ATen header, and its output is ruff- and clang-format-clean (where those tools are on PATH).
 
 End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1, which the CI step "new op" sets: the build
 alone takes 1-2 minutes on 2 cores): an op generated in a copy is built CPU-only in place (setup.py build_ext
 --inplace: the installed package keeps pointing at this checkout), its generated tests pass there and the benchmark
-runs it once; nvcc compiles its CUDA kernel for sm_90a.
+runs it once; nvcc compiles its CUDA kernel for sm_90a and the host compiler its CUDA host function (in
+csrc/cuda/ops.cpp); on a GPU, the copy is built with CUDA and the op's CUDA tests pass.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ import random
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
+from test_build_config import _heavy_includes
 
 from cuda_kernels import new
 
@@ -135,7 +138,9 @@ def test_dry_run_writes_nothing(repo, capsys):
     code, out, err = run_new(capsys, "scale2", "--root", str(repo), "--dry-run")
     assert code == 0, err
     assert hashes(repo) == before
-    for rel in ["csrc/cuda/scale2.cu", "csrc/cpu/scale2.cpp", "tests/test_scale2.py", new.API_CPP, new.BENCH_TABLE]:
+    for rel in ["csrc/cuda/scale2.cu", "csrc/cuda/scale2.h", "csrc/cpu/scale2.cpp", "tests/test_scale2.py"]:
+        assert rel in out
+    for rel in [new.API_CPP, new.CUDA_OPS_CPP, new.BENCH_TABLE]:
         assert rel in out
     assert "nothing was written" in out and "pip install" not in out
 
@@ -145,8 +150,8 @@ def test_generates_files_and_insertions(repo, capsys):
     code, out, err = run_new(capsys, "scale2", "--root", str(repo))
     assert code == 0, err
     after = hashes(repo)
-    new_files = {"csrc/cuda/scale2.cu", "csrc/cpu/scale2.cpp", "tests/test_scale2.py"}
-    changed = {new.OPS_H, new.API_CPP, new.OPS_PY, new.INIT_PY, new.BENCH_TABLE}
+    new_files = {"csrc/cuda/scale2.cu", "csrc/cuda/scale2.h", "csrc/cpu/scale2.cpp", "tests/test_scale2.py"}
+    changed = {new.OPS_H, new.API_CPP, new.CUDA_OPS_CPP, new.OPS_PY, new.INIT_PY, new.BENCH_TABLE}
     assert set(after) - set(before) == new_files
     assert {rel for rel in before if after[rel] != before[rel]} == changed
     for rel in sorted(new_files | changed):
@@ -173,6 +178,12 @@ def test_generates_files_and_insertions(repo, capsys):
     assert above(new.API_CPP, "cuda_wrappers").endswith('return naming_errors("cuda_kernels.scale2", run);\n}')
     assert above(new.API_CPP, "cpu_registrations").endswith('  m.impl("scale2", &scale2_cpu);')
     assert above(new.API_CPP, "cuda_registrations").endswith('  m.impl("scale2", &scale2_cuda);')
+    assert above(new.CUDA_OPS_CPP, "cuda_headers").endswith('#include "cuda/scale2.h"')
+    host = above(new.CUDA_OPS_CPP, "cuda_host").rstrip()
+    assert host.endswith("  return elementwise_cuda(x, kernels::kThreads, launch);\n}")
+    assert "at::Tensor scale2_cuda(const at::Tensor& x) {\n  check_scale2_input(x);" in host
+    # The kernel file is light: no ATen, torch or c10 header beyond c10's scalar types (test_build_config's check).
+    assert _heavy_includes(str(repo / "csrc" / "cuda" / "scale2.cu"), set(), str(repo / "csrc")) == []
     ops_py = above(new.OPS_PY, "ops_py")
     for piece in [
         "def scale2(x: Tensor) -> Tensor:",
@@ -240,7 +251,8 @@ FORMAT_NAMES = ["a", "op10", ("ab_" * new.MAX_NAME_LEN)[: new.MAX_NAME_LEN - 1] 
 def test_generated_cpp_is_clang_format_clean(repo, capsys, name):
     clang_format = _tool("clang-format")
     assert run_new(capsys, name, "--root", str(repo))[0] == 0
-    files = [f"csrc/cuda/{name}.cu", f"csrc/cpu/{name}.cpp", new.OPS_H, new.API_CPP]
+    files = [f"csrc/cuda/{name}.cu", f"csrc/cuda/{name}.h", f"csrc/cpu/{name}.cpp", new.OPS_H, new.API_CPP]
+    files.append(new.CUDA_OPS_CPP)
     proc = subprocess.run([clang_format, "--dry-run", "-Werror", *files], cwd=repo, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
@@ -352,3 +364,29 @@ def test_generated_kernel_compiles_with_nvcc(generated):
     cmd += ["-c", f"csrc/cuda/{NAME}.cu", "-o", str(generated / f"{NAME}.o")]
     _run(cmd, generated, timeout=900)
     assert (generated / f"{NAME}.o").stat().st_size > 0
+
+
+@pytest.mark.slow
+@requires_e2e
+def test_generated_host_function_compiles(generated):
+    """The op's CUDA host function, inserted in csrc/cuda/ops.cpp (only CUDA builds compile that file): the host
+    compiler parses ops.cpp with torch's and CUDA's include paths."""
+    from torch.utils.cpp_extension import include_paths
+
+    from cuda_kernels._build_config import find_cuda_home
+
+    cuda_home = find_cuda_home()
+    if cuda_home is None:
+        pytest.skip("no CUDA toolkit found (ops.cpp includes the CUDA runtime's headers)")
+    cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler on PATH")
+    cmd = [
+        cxx,
+        "-std=c++20",
+        "-fsyntax-only",
+        "-I" + str(generated / "csrc"),
+        "-I" + os.path.join(cuda_home, "include"),
+    ]
+    cmd += [f"-I{p}" for p in include_paths()] + ["-I" + sysconfig.get_paths()["include"]]
+    _run([*cmd, "csrc/cuda/ops.cpp"], generated, timeout=900)

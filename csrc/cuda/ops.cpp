@@ -1,5 +1,5 @@
 // The CUDA ops as registered in csrc/api.cpp: validation, device guard and output allocation (host code built by
-// the C++ compiler), then the kernel launchers of csrc/cuda/*.cu.
+// the C++ compiler), then the kernel launchers of csrc/cuda/*.cu, which include no ATen header.
 #include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -18,9 +18,12 @@
 #include <vector>
 
 #include "checks.h"
+#include "cuda/elementwise.h"
 #include "cuda/square.h"
 #include "cuda/utils.cuh"
 #include "ops.h"
+// The kernel headers of the ops `python -m cuda_kernels.new` added (it keeps them sorted, as clang-format would):
+// cuda_kernels.new: kernel headers above this line
 
 namespace cuda_kernels {
 
@@ -28,7 +31,7 @@ namespace {
 
 // Drops size-1 dims and merges dim d into d+1 when they step through memory as one dim.
 // Returns ndim > kMaxDims (and no sizes) when even the merged layout does not fit.
-square_launch::StridedLayout coalesce(const at::Tensor& x) {
+StridedLayout coalesce(const at::Tensor& x) {
   std::vector<int64_t> sizes, strides;
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (x.size(d) == 1) continue;
@@ -40,40 +43,57 @@ square_launch::StridedLayout coalesce(const at::Tensor& x) {
       strides.push_back(x.stride(d));
     }
   }
-  square_launch::StridedLayout out{};
+  StridedLayout out{};
   out.ndim = static_cast<int>(sizes.size());
-  for (int d = 0; d < out.ndim && d < square_launch::kMaxDims; ++d) {
+  for (int d = 0; d < out.ndim && d < kMaxDims; ++d) {
     out.sizes[d] = sizes[d];
     out.strides[d] = strides[d];
   }
   return out;
 }
 
-}  // namespace
-
-at::Tensor square_cuda(const at::Tensor& x_in) {
-  check_square_input(x_in);
+// The host side of an elementwise op whose input passed its checks (square, and every op `python -m
+// cuda_kernels.new` adds): device guard, a contiguous output, the input's layout, 32- or 64-bit indexing, the dtype
+// switch, then launch(in, out, n, strided, index32, blocks_per_wave, stream) with typed pointers, which the op's
+// launcher template in csrc/cuda/<op>.h takes (`threads`: its block size, for the wave). The kernel file then needs
+// no ATen, and this, with ATen's headers, is compiled once for every op.
+template <typename Launch>
+at::Tensor elementwise_cuda(const at::Tensor& x_in, int threads, const Launch& launch) {
   const c10::cuda::CUDAGuard guard(x_in.device());
   at::Tensor out = at::empty(x_in.sizes(), x_in.options().memory_format(at::MemoryFormat::Contiguous));
   if (x_in.numel() == 0) return out;
-  square_launch::StridedLayout layout = x_in.is_contiguous() ? square_launch::StridedLayout{} : coalesce(x_in);
+  StridedLayout layout = x_in.is_contiguous() ? StridedLayout{} : coalesce(x_in);
   // Rare: more non-mergeable dims than the strided kernel carries; copy to contiguous first.
-  const bool too_many_dims = layout.ndim > square_launch::kMaxDims;
+  const bool too_many_dims = layout.ndim > kMaxDims;
   const at::Tensor x = too_many_dims ? x_in.contiguous() : x_in;
   // Dense from its data pointer: contiguous, or every dim merged into one unit-stride dim.
   const bool dense = too_many_dims || x.is_contiguous() || (layout.ndim == 1 && layout.strides[0] == 1);
-  // 32-bit indices while every index and offset fits (with headroom for base + u * kThreads); 64-bit beyond.
+  // 32-bit indices while every index and offset fits (with headroom for base + u * threads); 64-bit beyond.
   int64_t max_offset = 0;  // the largest element offset from the data pointer that the kernel reads
   for (int64_t d = 0; d < x.dim(); ++d) max_offset += (x.size(d) - 1) * x.stride(d);
   const bool index32 = std::max(x.numel(), max_offset) < (int64_t{1} << 30);
-  const int64_t wave = blocks_per_wave(x.get_device(), square_launch::kThreads);
+  const int64_t wave = blocks_per_wave(x.get_device(), threads);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.get_device()).stream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "cuda_kernels.square", [&] {
-    C10_CUDA_CHECK(square_launch::launch<scalar_t>(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(),
-                                                   x.numel(), dense ? nullptr : &layout, index32, wave, stream));
+  // (The op's input check has rejected other dtypes, so the switch's own error, which names it, is not reached.)
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "cuda_kernels elementwise op", [&] {
+    C10_CUDA_CHECK(launch(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), x.numel(),
+                          dense ? nullptr : &layout, index32, wave, stream));
   });
   return out;
 }
+
+}  // namespace
+
+// An elementwise op's CUDA function: its input check, then elementwise_cuda with the op's launcher (a generic lambda:
+// elementwise_cuda calls it with each dtype's pointers).
+at::Tensor square_cuda(const at::Tensor& x) {
+  check_square_input(x);
+  namespace kernels = square_launch;  // csrc/cuda/square.h
+  const auto launch = [](const auto* in, auto* out, auto... rest) { return kernels::launch(in, out, rest...); };
+  return elementwise_cuda(x, kernels::kThreads, launch);
+}
+
+// cuda_kernels.new: CUDA host functions above this line
 
 std::vector<std::pair<int64_t, std::string>> matmul_cuda_variants() {
   std::vector<std::pair<int64_t, std::string>> out;

@@ -7,17 +7,11 @@
 
 #include <cstdint>
 
+#include "cuda/elementwise.h"  // StridedLayout
+
 namespace cuda_kernels::square_launch {
 
 constexpr int kThreads = 128;  // threads per block (the host sizes a wave of blocks with it: blocks_per_wave)
-constexpr int kMaxDims = 8;    // strided path: more (non-mergeable) dims than this are copied first
-
-// Sizes and strides (in elements) of a non-contiguous input, innermost dim last, after merging mergeable dims.
-struct StridedLayout {
-  int ndim;
-  int64_t sizes[kMaxDims];
-  int64_t strides[kMaxDims];
-};
 
 // out[i] = in[i]^2 for the n >= 1 elements of a contiguous output. strided: the input's layout when it is not
 // dense from its data pointer, else nullptr. index32: every index and input offset is below 2^30 (32-bit

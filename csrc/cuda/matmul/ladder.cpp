@@ -144,8 +144,13 @@ class TensorWorkspace final : public matmul_ladder::Workspace {
                 int64_t pitch) override {
     TORCH_CHECK(pitch >= cols, "cuda_kernels.matmul: a copy's pitch ", pitch, " is less than its ", cols, " columns");
     const at::TensorOptions options = options_.dtype(scalar_type_of(dtype));
-    // from_blob only views src (read below); the copy is an ordinary ATen copy on the current stream.
-    const at::Tensor from = at::from_blob(const_cast<void*>(src), {rows, cols}, {s0, s1}, options);
+    // A view of src (read below; the copy is an ordinary ATen copy on the current stream). Naming its device
+    // spares from_blob asking the driver which device owns the pointer (cudaPointerGetAttributes) on every copy.
+    const at::Tensor from = at::for_blob(const_cast<void*>(src), {rows, cols})
+                                .strides({s0, s1})
+                                .options(options)
+                                .target_device(options.device())
+                                .make_tensor();
     keep_.push_back(at::empty({rows, pitch}, options));
     keep_.back().narrow(1, 0, cols).copy_(from);
     return keep_.back().mutable_data_ptr();
