@@ -298,31 +298,33 @@ def check_not_taken(name: str, root: Path) -> None:
                 raise Refusal(f"'{name}' is taken: {path} already has {found.group(1)}")
 
 
-def insert_above(text: str, marker_key: str, block: str, rel: str) -> str:
-    """text with `block` inserted right above the line MARKERS[marker_key]; Refusal unless exactly one such line."""
+def marker_index(lines: list[str], marker_key: str, rel: str, restore: str = "(one line) where new ops go") -> int:
+    """The index in `lines` of the line MARKERS[marker_key]; Refusal (saying to restore it `restore`) unless exactly
+    one line is that marker."""
     marker = MARKERS[marker_key]
-    lines = text.splitlines(keepends=True)
     at = [i for i, line in enumerate(lines) if line.strip() == marker]
     if len(at) != 1:
         found = "not found" if not at else f"found {len(at)} times"
-        raise Refusal(f"{rel}: the marker line '{marker}' is {found}; restore it (one line) where new ops go")
-    return "".join(lines[: at[0]]) + block + "".join(lines[at[0] :])
+        raise Refusal(f"{rel}: the marker line '{marker}' is {found}; restore it {restore}")
+    return at[0]
+
+
+def insert_above(text: str, marker_key: str, block: str, rel: str) -> str:
+    """text with `block` inserted right above the line MARKERS[marker_key]; Refusal unless exactly one such line."""
+    lines = text.splitlines(keepends=True)
+    at = marker_index(lines, marker_key, rel)
+    return "".join(lines[:at]) + block + "".join(lines[at:])
 
 
 def insert_include(text: str, marker_key: str, include: str, rel: str) -> str:
     """text with the line `include` added to the #include lines right above the line MARKERS[marker_key], all of
     them sorted as clang-format sorts an include block; Refusal unless exactly one such marker line."""
-    marker = MARKERS[marker_key]
     lines = text.splitlines(keepends=True)
-    at = [i for i, line in enumerate(lines) if line.strip() == marker]
-    if len(at) != 1:
-        found = "not found" if not at else f"found {len(at)} times"
-        raise Refusal(f"{rel}: the marker line '{marker}' is {found}; restore it (one line) where new ops go")
-    start = at[0]
+    at = start = marker_index(lines, marker_key, rel)
     while start > 0 and lines[start - 1].startswith("#include"):
         start -= 1
-    block = sorted([*lines[start : at[0]], include + "\n"])
-    return "".join(lines[:start]) + "".join(block) + "".join(lines[at[0] :])
+    block = sorted([*lines[start:at], include + "\n"])
+    return "".join(lines[:start]) + "".join(block) + "".join(lines[at:])
 
 
 def _sort_key(name: str) -> tuple[tuple[int, int], ...]:
@@ -333,13 +335,8 @@ def _sort_key(name: str) -> tuple[tuple[int, int], ...]:
 def add_to_init(text: str, name: str) -> str:
     """cuda_kernels/__init__.py with `name` added to the `from cuda_kernels.ops import ...` right below the marker
     (names in ruff's order) and appended to __all__."""
-    marker = MARKERS["init_py"]
     lines = text.splitlines(keepends=True)
-    at = [i for i, line in enumerate(lines) if line.strip() == marker]
-    if len(at) != 1:
-        found = "not found" if not at else f"found {len(at)} times"
-        raise Refusal(f"{INIT_PY}: the marker line '{marker}' is {found}; restore it above the ops import")
-    marker_line = at[0] + 1  # 1-based line number of the marker
+    marker_line = marker_index(lines, "init_py", INIT_PY, restore="above the ops import") + 1  # 1-based line number
     tree = ast.parse(text)
     nodes = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == marker_line + 1]
     imports = [n for n in nodes if isinstance(n, ast.ImportFrom) and n.module == "cuda_kernels.ops"]
