@@ -51,6 +51,17 @@ def _load_build_config():
     return module
 
 
+# pip runs this file twice per install: `dist_info` (the package's metadata, which pyproject.toml holds) and then
+# the build. The metadata needs neither torch nor the build plan, so that pass skips them: one `import torch`
+# (seconds) less per `pip install -e .`, the edit loop's install path included.
+_METADATA_COMMANDS = {"dist_info", "egg_info"}
+_BUILD_COMMANDS = {"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install"}
+if _METADATA_COMMANDS & set(sys.argv[1:]) and not _BUILD_COMMANDS & set(sys.argv[1:]):
+    from setuptools import setup
+
+    setup()
+    sys.exit(0)
+
 cfg_mod = _load_build_config()
 
 try:

@@ -462,6 +462,27 @@ def test_setup_py_refuses_build_isolation_with_one_line(tmp_path):
     assert "--no-build-isolation" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_setup_py_metadata_pass_needs_no_torch(tmp_path):
+    # pip runs setup.py once for the metadata (`dist_info`) before the build: that pass must not import torch (it
+    # would cost an `import torch` per `pip install -e .`) and must still write the package's metadata.
+    setup_py = str(bc.ROOT) + "/setup.py"
+    code = (
+        "import sys, builtins; real = builtins.__import__\n"
+        "def fake(name, *a, **k):\n"
+        "    if name == 'torch' or name.startswith('torch.'): raise ImportError('No module named torch')\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = fake\n"
+        "import runpy\n"
+        f"sys.argv = [{setup_py!r}, 'dist_info', '--output-dir', {str(tmp_path)!r}]\n"
+        f"runpy.run_path({setup_py!r}, run_name='__main__')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=bc.ROOT)
+    assert proc.returncode == 0, proc.stderr
+    (metadata,) = tmp_path.glob("cuda_kernels-*.dist-info/METADATA")
+    text = metadata.read_text()
+    assert "Name: cuda_kernels" in text and "Requires-Dist: torch>=2.4" in text
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The C++ runtime: DT_NEEDED reader, checker, and the link argument, on tiny libraries (about 1 s each).
 
