@@ -66,6 +66,10 @@ def rows(jit_dir: str) -> dict[str, dict[str, object]]:
             "cmd": [PY, "-m", "cuda_kernels.dev", "square"],
             "env": {"CUDA_KERNELS_JIT_DIR": jit_dir},
         },
+        "pip_noedit": {
+            "what": "nothing edited, `pip install --no-build-isolation -e .` (pip's and setup.py's own cost)",
+            "cmd": PIP_INSTALL,
+        },
         "pip_edit": {
             "what": "one kernel source edited, then `pip install --no-build-isolation -e .` and the op's fast tests",
             "cmd": [*PIP_INSTALL, "&&", *FAST_ONE_OP],
