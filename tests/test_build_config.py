@@ -444,8 +444,8 @@ def test_kernel_files_include_no_aten_headers():
     assert {f: h for f, h in heavy.items() if h} == {}
 
 
-def test_setup_py_refuses_build_isolation_with_one_line(tmp_path):
-    # What pip's isolated build environment looks like: setup.py runs where torch cannot be imported.
+def run_setup_py_without_torch(*args: str) -> subprocess.CompletedProcess:
+    """Runs `setup.py ARGS` in a fresh interpreter where `import torch` fails, as in pip's isolated build env."""
     setup_py = str(bc.ROOT) + "/setup.py"
     code = (
         "import sys, builtins; real = builtins.__import__\n"
@@ -454,10 +454,14 @@ def test_setup_py_refuses_build_isolation_with_one_line(tmp_path):
         "    return real(name, *a, **k)\n"
         "builtins.__import__ = fake\n"
         "import runpy\n"
-        f"sys.argv = [{setup_py!r}, '--version']\n"
+        f"sys.argv = {[setup_py, *args]!r}\n"
         f"runpy.run_path({setup_py!r}, run_name='__main__')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=bc.ROOT)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=bc.ROOT)
+
+
+def test_setup_py_refuses_build_isolation_with_one_line():
+    proc = run_setup_py_without_torch("--version")
     assert proc.returncode != 0
     assert "--no-build-isolation" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
@@ -465,18 +469,7 @@ def test_setup_py_refuses_build_isolation_with_one_line(tmp_path):
 def test_setup_py_metadata_pass_needs_no_torch(tmp_path):
     # pip runs setup.py once for the metadata (`dist_info`) before the build: that pass must not import torch (it
     # would cost an `import torch` per `pip install -e .`) and must still write the package's metadata.
-    setup_py = str(bc.ROOT) + "/setup.py"
-    code = (
-        "import sys, builtins; real = builtins.__import__\n"
-        "def fake(name, *a, **k):\n"
-        "    if name == 'torch' or name.startswith('torch.'): raise ImportError('No module named torch')\n"
-        "    return real(name, *a, **k)\n"
-        "builtins.__import__ = fake\n"
-        "import runpy\n"
-        f"sys.argv = [{setup_py!r}, 'dist_info', '--output-dir', {str(tmp_path)!r}]\n"
-        f"runpy.run_path({setup_py!r}, run_name='__main__')\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=bc.ROOT)
+    proc = run_setup_py_without_torch("dist_info", "--output-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     (metadata,) = tmp_path.glob("cuda_kernels-*.dist-info/METADATA")
     text = metadata.read_text()
