@@ -18,6 +18,7 @@
 
 #include "cuda/opmath.h"
 #include "cuda/square.h"
+#include "cuda/utils.cuh"  // ceil_div, is_aligned
 
 namespace cuda_kernels::square_launch {
 namespace {
@@ -122,8 +123,7 @@ __global__ void __launch_bounds__(kThreads)
 // Blocks to cover work_items once with items_per_thread each (at least 1 block, for the scalar tail). gridDim.x
 // allows 2^31 - 1 blocks, far more than the 2^31 * 256 * 2 packs that would need them.
 int64_t grid_size(int64_t work_items, int items_per_thread) {
-  const int64_t per_block = int64_t{kThreads} * items_per_thread;
-  return std::max<int64_t>(1, (work_items + per_block - 1) / per_block);
+  return std::max<int64_t>(1, ceil_div<int64_t>(work_items, int64_t{kThreads} * items_per_thread));
 }
 
 // More than one wave of blocks at kPacksManyWaves packs per thread, at most kFewWaves at kPacksFewWaves.
@@ -146,7 +146,7 @@ void launch_typed(const scalar_t* in, scalar_t* out, int64_t n, const StridedLay
   if (strided != nullptr) {
     const auto grid = static_cast<unsigned>(grid_size(n, kStridedUnroll));
     square_kernel<scalar_t, index_t><<<grid, kThreads, 0, stream>>>(in, out, static_cast<index_t>(n), *strided);
-  } else if (reinterpret_cast<uintptr_t>(in) % kBytesPerAccess != 0) {
+  } else if (!is_aligned(in, kBytesPerAccess)) {
     // A view with a storage offset: scalar loads (at 4 packs those would spill registers for fp16/bf16).
     launch_contiguous<scalar_t, index_t, false, kPacksManyWaves>(in, out, n, stream);
   } else if (kIndex32 && is_mid_size(n / Pack<scalar_t>::kVec, blocks_per_wave)) {

@@ -1,6 +1,7 @@
 // square's kernel launcher as its host side (csrc/cuda/ops.cpp) calls it: raw pointers, no ATen. square.cu
-// includes only this, c10's Half/BFloat16 and the CUDA runtime, so an edit to the kernel recompiles in a few
-// seconds; ATen's headers (the tensor checks, the dtype switch) are compiled once, in ops.cpp.
+// includes only this, the project's ATen-free helpers, c10's Half/BFloat16 and the CUDA runtime, so an edit to the
+// kernel recompiles in a few seconds; ATen's headers (the tensor checks, the dtype switch) are compiled once, in
+// ops.cpp.
 #pragma once
 
 #include <cuda_runtime.h>
