@@ -268,8 +268,11 @@ def test_debug_and_lineinfo_flags(toolkit):
     assert "-O3" in plan.nvcc_flags and "-G" not in plan.nvcc_flags and "-lineinfo" not in plan.nvcc_flags
     assert "-D_GLIBCXX_USE_CXX11_ABI=1" in plan.cxx_flags and "-D_GLIBCXX_USE_CXX11_ABI=1" in plan.nvcc_flags
     assert "-g" not in plan.link_args and "--threads=1" in plan.nvcc_flags and "-Xptxas=-v" not in plan.nvcc_flags
+    # Release host code: line tables only (-g1 overrides the -g of Python's CFLAGS), full -g only with DEBUG=1.
+    assert "-g1" in plan.cxx_flags and "-g" not in plan.cxx_flags
     plan = bc.build_plan({**base, "DEBUG": "1", "PTXAS_VERBOSE": "1", "NVCC_THREADS": "4"}, fake_torch())
     assert {"-O0", "-g", "-G", "-Xptxas=-v", "--threads=4"} <= set(plan.nvcc_flags) and "-O0" in plan.cxx_flags
+    assert "-g" in plan.cxx_flags and "-g1" not in plan.cxx_flags
     assert plan.link_args[0] == "-g" and "-DCUDA_KERNELS_DEBUG=1" in plan.defines
     assert plan.variant == "cuda-debug" and plan.tag.endswith("-cu13.0-90-debug")
     plan = bc.build_plan({**base, "DEBUG": "0", "LINEINFO": "1"}, fake_torch())
