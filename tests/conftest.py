@@ -1,16 +1,29 @@
 """Shared test helpers: which devices to test on (and the session check for a GPU host with a CPU-only build),
-dtypes, and per-dtype tolerances."""
+dtypes, and per-dtype tolerances; and a bytecode cache where the environment says not to write bytecode."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
 import pytest
-import torch
 
-import cuda_kernels
-from cuda_kernels.testing import (
+# Bytecode, settled before torch is imported: where the environment says not to write it and torch has none
+# (PYTHONDONTWRITEBYTECODE=1 in many container images), every Python process compiles torch from source, seconds
+# each; this session and the processes its tests start cache it outside the source tree (cuda_kernels/_pycache.py,
+# loaded by path: importing the package would import torch).
+_spec = importlib.util.spec_from_file_location(
+    "_pycache", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda_kernels", "_pycache.py")
+)
+_pycache = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_pycache)
+PYCACHE = _pycache.enable(os.environ)
+
+import torch  # noqa: E402  (after the bytecode settings above)
+
+import cuda_kernels  # noqa: E402
+from cuda_kernels.testing import (  # noqa: E402
     ALLOW_CPU_ONLY_ENV,
     check_matmul,
     cpu_only_allowed,
@@ -47,6 +60,12 @@ _BUILD_INFO = cuda_kernels.build_info()
 EXT_HAS_CUDA = _BUILD_INFO["cuda"]
 ALLOW_CPU_ONLY = cpu_only_allowed()
 CUDA_SKIP_REASON, CUDA_SESSION_ERROR = cuda_session_check(HAS_GPU, EXT_HAS_CUDA, ALLOW_CPU_ONLY, _BUILD_INFO["path"])
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if PYCACHE:
+        return f"bytecode: cached under {PYCACHE} (PYTHONDONTWRITEBYTECODE is set and torch has none)"
+    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
