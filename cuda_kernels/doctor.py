@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
 import platform
 import shutil
 import subprocess
@@ -213,6 +214,7 @@ class Facts:
     load_error: BaseException | None
     notes: list[str] = field(default_factory=list)
     binary: str | None = None  # the extension's shared object, loaded or not (None: none found)
+    pycache: str | None = None  # where bytecode would be cached: torch has none and may not write it (_pycache.py)
 
 
 def _driver_from_nvidia_smi() -> str | None:
@@ -244,7 +246,7 @@ def _driver_cuda_version() -> str | None:
 def gather() -> Facts:
     import torch
 
-    from cuda_kernels import _build_config
+    from cuda_kernels import _build_config, _pycache
 
     gpus = []
     if torch.cuda.is_available():
@@ -274,6 +276,7 @@ def gather() -> Facts:
         build_info=build_info,
         load_error=load_error,
         binary=binary,
+        pycache=_pycache.bytecode_cache(os.environ),
     )
 
 
@@ -398,6 +401,13 @@ def report(f: Facts) -> list[str]:
         f"  driver        {f.driver or 'nvidia-smi not found'}; supports CUDA {f.driver_cuda or '? (no libcuda)'}",
         f"  nvcc          {f.nvcc or 'not found'}" + (f" at {f.cuda_home}" if f.cuda_home else ""),
     ]
+    if f.pycache:
+        # Slow, not wrong: every Python process compiles torch from source (seconds). make and pytest avoid it.
+        lines.append(
+            "  bytecode      none for torch, and PYTHONDONTWRITEBYTECODE is set: every process compiles torch from "
+            f"source; make and pytest cache it in {f.pycache}; a shell can too: export PYTHONPYCACHEPREFIX="
+            f"{f.pycache}; unset PYTHONDONTWRITEBYTECODE"
+        )
     if not f.gpus:
         lines.append("  GPUs          none visible (only the CPU is checked)")
     for g in f.gpus:

@@ -134,6 +134,15 @@ def test_static_problems_of_a_healthy_machine_are_none() -> None:
     assert any("sm_90a SASS" in line for line in doctor.report(facts()))
 
 
+def test_a_torch_compiled_from_source_in_every_process_is_reported() -> None:
+    # Not a problem (nothing is wrong), but the reason a machine is seconds slower per process: said with the fix.
+    assert not any(line.lstrip().startswith("bytecode") for line in doctor.report(facts()))
+    slow = facts(pycache="/h/.cache/cuda_kernels/pycache")
+    line = next(line for line in doctor.report(slow) if line.lstrip().startswith("bytecode"))
+    assert "export PYTHONPYCACHEPREFIX=/h/.cache/cuda_kernels/pycache; unset PYTHONDONTWRITEBYTECODE" in line
+    assert doctor.static_problems(slow) == []
+
+
 def test_static_problems_collect_every_mismatch() -> None:
     f = facts(nvcc="12.4.131", gpus=[doctor.Gpu(0, "NVIDIA B200", (10, 0), 148, 178.0)])
     problems = doctor.static_problems(f)
