@@ -16,18 +16,24 @@ import os
 import sys
 from typing import Any
 
-import torch  # noqa: F401  (the extension links against torch: import it first)
+# `python -m cuda_kernels.dev` (the edit loop) imports this package first. Where Python may not write bytecode and
+# torch has none, the loop caches it outside the tree before torch is imported, as `make dev` does (_pycache.py).
+_STARTED_AS_DEV = any(arg.endswith("cuda_kernels.dev") for arg in getattr(sys, "orig_argv", []))
+if _STARTED_AS_DEV:
+    from cuda_kernels import _pycache
 
-from cuda_kernels._build_config import decode_arch_tag
-from cuda_kernels._loader import load_extension
+    _pycache.enable(os.environ)
+
+import torch  # noqa: E402, F401  (the extension links against torch: import it first)
+
+from cuda_kernels._build_config import decode_arch_tag  # noqa: E402
+from cuda_kernels._loader import load_extension  # noqa: E402
 
 # `python -m cuda_kernels.doctor` imports this package first: a broken extension must not stop the doctor,
 # which reports _LOAD_ERROR instead; nor `python -m cuda_kernels.new`, which adds an op before the first build;
-# nor `python -m cuda_kernels.dev` (the edit loop), which reports a failed build itself. The loop always builds in
-# JIT mode, and first starts a thread that imports what the tests will need while the compiler runs.
-# Everyone else gets the ImportError at once.
+# nor the edit loop, which reports a failed build itself. The loop always builds in JIT mode, and first starts a
+# thread that imports what the tests will need while the compiler runs. Everyone else gets the ImportError at once.
 _RUNS_WITHOUT_EXTENSION = ("cuda_kernels.doctor", "cuda_kernels.new", "cuda_kernels.dev")
-_STARTED_AS_DEV = any(arg.endswith("cuda_kernels.dev") for arg in getattr(sys, "orig_argv", []))
 if _STARTED_AS_DEV:
     from cuda_kernels._dev_prefetch import start_prefetch
 
