@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from cuda_kernels import _build_config as bc
+from cuda_kernels import _pycache
 
 # What the last load() did, for build_info() and the docs' timings.
 LAST_LOAD: dict[str, object] = {}
@@ -55,8 +56,7 @@ def cache_root() -> str:
     """CUDA_KERNELS_JIT_DIR, else ~/.cache/cuda_kernels/jit (XDG_CACHE_HOME honored)."""
     if os.environ.get("CUDA_KERNELS_JIT_DIR"):
         return os.path.abspath(os.path.expanduser(os.environ["CUDA_KERNELS_JIT_DIR"]))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "cuda_kernels", "jit")
+    return os.path.join(_pycache.cache_home(os.environ), "jit")
 
 
 def plan() -> JitPlan:

@@ -33,20 +33,20 @@ def has_bytecode(module: str) -> bool:
     return os.path.exists(importlib.util.cache_from_source(spec.origin))
 
 
-def bytecode_cache(env: Mapping[str, str], torch_has_bytecode: bool | None = None) -> str | None:
+def cache_home(env: Mapping[str, str]) -> str:
+    """The folder this project keeps its caches in: $XDG_CACHE_HOME (or ~/.cache)/cuda_kernels (the JIT's too)."""
+    return os.path.join(env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "cuda_kernels")
+
+
+def bytecode_cache(env: Mapping[str, str]) -> str | None:
     """The folder to cache bytecode in, or None to change nothing.
 
     None unless env sets PYTHONDONTWRITEBYTECODE and torch has no cached bytecode (a torch that pip compiled loads
     fast as it is; a new prefix would only make this interpreter compile it once more). The folder: env's
-    PYTHONPYCACHEPREFIX when set, else $XDG_CACHE_HOME (or ~/.cache)/cuda_kernels/pycache."""
-    if not env.get("PYTHONDONTWRITEBYTECODE") or env.get(OPT_OUT_ENV) == "0":
+    PYTHONPYCACHEPREFIX when set, else cache_home()/pycache."""
+    if not env.get("PYTHONDONTWRITEBYTECODE") or env.get(OPT_OUT_ENV) == "0" or has_bytecode("torch"):
         return None
-    if torch_has_bytecode is None:
-        torch_has_bytecode = has_bytecode("torch")
-    if torch_has_bytecode:
-        return None
-    cache = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return env.get("PYTHONPYCACHEPREFIX") or os.path.join(cache, "cuda_kernels", "pycache")
+    return env.get("PYTHONPYCACHEPREFIX") or os.path.join(cache_home(env), "pycache")
 
 
 def enable(env: dict[str, str] | os._Environ = os.environ) -> str | None:

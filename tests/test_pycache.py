@@ -18,23 +18,30 @@ from cuda_kernels import _pycache
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_nothing_changes_unless_bytecode_is_forbidden_and_torch_has_none() -> None:
+def torch_bytecode(monkeypatch: pytest.MonkeyPatch, present: bool) -> None:
+    monkeypatch.setattr(_pycache, "has_bytecode", lambda module: present)
+
+
+def test_nothing_changes_unless_bytecode_is_forbidden_and_torch_has_none(monkeypatch: pytest.MonkeyPatch) -> None:
     home = {"HOME": "/h"}
-    assert _pycache.bytecode_cache(home, torch_has_bytecode=False) is None
-    assert _pycache.bytecode_cache({**home, "PYTHONDONTWRITEBYTECODE": ""}, torch_has_bytecode=False) is None
     forbidden = {**home, "PYTHONDONTWRITEBYTECODE": "1"}
-    assert _pycache.bytecode_cache(forbidden, torch_has_bytecode=True) is None
-    assert _pycache.bytecode_cache({**forbidden, "CUDA_KERNELS_PYCACHE": "0"}, torch_has_bytecode=False) is None
+    torch_bytecode(monkeypatch, present=False)
+    assert _pycache.bytecode_cache(home) is None
+    assert _pycache.bytecode_cache({**home, "PYTHONDONTWRITEBYTECODE": ""}) is None
+    assert _pycache.bytecode_cache({**forbidden, "CUDA_KERNELS_PYCACHE": "0"}) is None
+    torch_bytecode(monkeypatch, present=True)
+    assert _pycache.bytecode_cache(forbidden) is None
 
 
 def test_the_folder_is_the_users_prefix_or_a_cache_folder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", "/h")
+    torch_bytecode(monkeypatch, present=False)
     forbidden = {"PYTHONDONTWRITEBYTECODE": "1"}
-    assert _pycache.bytecode_cache(forbidden, torch_has_bytecode=False) == "/h/.cache/cuda_kernels/pycache"
+    assert _pycache.bytecode_cache(forbidden) == "/h/.cache/cuda_kernels/pycache"
     xdg = {**forbidden, "XDG_CACHE_HOME": "/x"}
-    assert _pycache.bytecode_cache(xdg, torch_has_bytecode=False) == "/x/cuda_kernels/pycache"
+    assert _pycache.bytecode_cache(xdg) == "/x/cuda_kernels/pycache"
     own = {**xdg, "PYTHONPYCACHEPREFIX": "/mine"}
-    assert _pycache.bytecode_cache(own, torch_has_bytecode=False) == "/mine"
+    assert _pycache.bytecode_cache(own) == "/mine"
 
 
 def _package_without_bytecode(folder: str, name: str) -> str:
@@ -55,7 +62,7 @@ def test_has_bytecode_looks_where_this_interpreter_looks(tmp_path, monkeypatch: 
 
 
 def test_enable_sets_this_interpreter_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_pycache, "has_bytecode", lambda module: False)
+    torch_bytecode(monkeypatch, present=False)
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     monkeypatch.setattr(sys, "pycache_prefix", None)
     env = {"PYTHONDONTWRITEBYTECODE": "1", "XDG_CACHE_HOME": "/x"}
