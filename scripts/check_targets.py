@@ -25,6 +25,9 @@ Targets:
                     >= 0.90x cuBLAS TF32.
   skinny matmul     float32, bfloat16 and float16, default variant vs torch.mm, TF32 off: >= 0.90x at 1x4096x4096,
                     16x4096x4096 and 4096x1x4096 (matrix-vector shapes, memory-bound).
+  skinny bandwidth  every dtype, default variant at 1x16384x16384 (a matrix-vector product whose call is mostly
+                    reading B): its bytes (A, B and C, as benchmark.py counts them) a second at least 85% of the
+                    copy's (read + written) a second, the copy being the largest of the same dtype in the run.
   small matmul      float32 (TF32 off) and bfloat16, default variant vs torch.mm: >= 0.80x at 256^3 and 512^3.
   float64 matmul    default variant vs torch.mm (cuBLAS DGEMM): >= 0.80x at 4096^3 and 8192^3.
 
@@ -62,6 +65,9 @@ MMA_SYNC_DTYPE, MMA_SYNC_SHAPE, MMA_SYNC_MIN_RATIO = "bfloat16", (4096, 4096, 40
 TF32_SHAPE, TF32_MIN_RATIO = (4096, 4096, 4096), 0.90
 SKINNY_DTYPES = ("float32", "bfloat16", "float16")
 SKINNY_MIN_RATIO = {(1, 4096, 4096): 0.90, (16, 4096, 4096): 0.90, (4096, 1, 4096): 0.90}
+SKINNY_BANDWIDTH_DTYPES = ("float32", "float64", "float16", "bfloat16")
+SKINNY_BANDWIDTH_SHAPE, SKINNY_BANDWIDTH_MIN_PCT = (1, 16384, 16384), 85.0
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 SMALL_DTYPES = ("float32", "bfloat16")
 SMALL_MIN_RATIO = {(256, 256, 256): 0.80, (512, 512, 512): 0.80}
 FLOAT64_MIN_RATIO = {(4096, 4096, 4096): 0.80, (8192, 8192, 8192): 0.80}
@@ -188,6 +194,23 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
     for dtype in SKINNY_DTYPES:
         for shape, target in SKINNY_MIN_RATIO.items():
             matmul_vs_torch(dtype, shape, target)
+    for dtype in SKINNY_BANDWIDTH_DTYPES:
+        m, n, k = SKINNY_BANDWIDTH_SHAPE
+        ours = row("matmul", dtype, SKINNY_BANDWIDTH_SHAPE, "ours", 0)
+        copies = [s[0] for (op, dt, s, impl, _, _) in by if op == "copy" and dt == dtype and impl == "torch"]
+        copy = row("copy", dtype, (max(copies),), "torch") if copies else None
+        name = f"matmul {dtype} {m}x{n}x{k} bandwidth vs copy"
+        if not (ours and copy):
+            results.append(missing(name, ours=ours, copy=copy))
+            continue
+        ours_rate = (m * k + k * n + m * n) * ITEMSIZE[dtype] / ours["median_ms"]
+        copy_rate = 2 * copy["shape"][0] * ITEMSIZE[dtype] / copy["median_ms"]
+        pct = 100 * ours_rate / copy_rate
+        text = (
+            f"{name}: {pct:.1f}% (target >= {SKINNY_BANDWIDTH_MIN_PCT:.0f}%; ours {ours_rate / 1e6:.0f} GB/s, copy of "
+            f"{copy['shape'][0]} elements {copy_rate / 1e6:.0f} GB/s; {spread(ours, copy, 'copy')})"
+        )
+        results.append((pct >= SKINNY_BANDWIDTH_MIN_PCT, text))
     for dtype in SMALL_DTYPES:
         for shape, target in SMALL_MIN_RATIO.items():
             matmul_vs_torch(dtype, shape, target)

@@ -30,10 +30,12 @@ check_targets = load_script(ROOT / "scripts" / "check_targets.py")
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 SIZES = range(12, 29)
 # 2 dtypes x 3 sizes (2^26..2^28) vs copy, 4 dtypes x (17 sizes + geomean) vs torch, 5 float32 matmul shapes,
-# 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32, 3 dtypes x 3 skinny shapes, 2 dtypes x 2
-# small shapes, 2 float64 shapes.
-N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 2 * 2 + 2
+# 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32, 3 dtypes x 3 skinny shapes, 4 dtypes' skinny
+# bandwidth, 2 dtypes x 2 small shapes, 2 float64 shapes.
+N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 4 + 2 * 2 + 2
 SKINNY_SHAPES = ([1, 4096, 4096], [16, 4096, 4096], [4096, 1, 4096])
+BANDWIDTH_SHAPE = [1, 16384, 16384]
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 SMALL_SHAPES = ([256] * 3, [512] * 3)
 FLOAT64_SHAPES = ([4096] * 3, [8192] * 3)
 TC_SHAPES = ([4096] * 3, [8192] * 3, [2048] * 3, [4000] * 3, [8192, 1024, 4096], [1024] * 3)
@@ -51,6 +53,7 @@ def records(
     skinny_ratio: float = 0.95,
     small_ratio: float = 0.95,
     float64_ratio: float = 0.95,
+    bandwidth_pct: float = 90.0,
 ) -> list[dict]:
     """Synthetic rows for every target case. torch's square and the copy take 1 ms; ours takes 1 / ratio ms, the
     ratio being square_ratio (one number, or per (dtype, log2 size) with 1.0 for the rest) vs torch and copy_ratio
@@ -58,7 +61,8 @@ def records(
     matmul: torch takes 1 ms; ours (variant 0) 1 / matmul_ratio in float32 (TF32 off), 1 / tc_ratio in bfloat16
     and float16 (one number, or per (dtype, shape) with 1.0 for the rest), 1 / tf32_ratio in float32 with math
     "tf32" against a TF32 torch row, 1 / skinny_ratio at the skinny shapes (float32, bfloat16, float16),
-    1 / small_ratio at the small shapes (float32, bfloat16), 1 / float64_ratio in float64; at bfloat16 and float16
+    1 / small_ratio at the small shapes (float32, bfloat16), 1 / float64_ratio in float64; at BANDWIDTH_SHAPE, in
+    every dtype, ours moves its bytes at bandwidth_pct percent of the rate of the copy of 2^28 elements; at bfloat16 and float16
     4096^3 and 8192^3 the ladder steps of MMA_STEPS run at step_ratios (default: 07 at 0.30x, 08 at 0.60x, 09 at
     1.10x)."""
     rows = []
@@ -102,6 +106,14 @@ def records(
             base = {"op": "matmul", "dtype": dtype, "shape": shape}
             add(**base, impl="torch", variant=None, median_ms=1.0)
             add(**base, impl="ours", variant=0, median_ms=1.0 / skinny_ratio, correct=True)
+    for dtype in DTYPES:
+        m, n, k = BANDWIDTH_SHAPE
+        copy_ms = copy_ratio / (square_ratio if isinstance(square_ratio, float) else square_ratio.get((dtype, 28), 1.0))
+        copy_rate = 2 * 2**28 * ITEMSIZE[dtype] / copy_ms
+        ours_ms = (m * k + k * n + m * n) * ITEMSIZE[dtype] / (bandwidth_pct / 100 * copy_rate)
+        base = {"op": "matmul", "dtype": dtype, "shape": BANDWIDTH_SHAPE}
+        add(**base, impl="torch", variant=None, median_ms=ours_ms)
+        add(**base, impl="ours", variant=0, median_ms=ours_ms, correct=True)
     for dtype in ("float32", "bfloat16"):
         for shape in SMALL_SHAPES:
             base = {"op": "matmul", "dtype": dtype, "shape": shape}
@@ -121,6 +133,25 @@ def test_skinny_targets():
     assert "matmul bfloat16 4096x1x4096 vs torch" in missed, missed
 
 
+def test_skinny_bandwidth_against_the_largest_copy_of_the_dtype():
+    assert not misses(records(bandwidth_pct=85.1))
+    missed = misses(records(bandwidth_pct=84.9))
+    assert sorted(missed) == sorted(f"matmul {d} 1x16384x16384 bandwidth vs copy" for d in DTYPES), missed
+    # The copy it is held to is the largest one of the dtype: a slower copy of 2^27 elements changes nothing.
+    rows = records(bandwidth_pct=86.0)
+    for r in rows:
+        if r["op"] == "copy" and r["shape"] == [2**27]:
+            r["median_ms"] *= 10
+    assert not misses(rows)
+    assert (
+        "86.0% (target >= 85%" in texts(records(bandwidth_pct=86.0))["matmul bfloat16 1x16384x16384 bandwidth vs copy"]
+    )
+    # No copy of the dtype in the run: the target misses, naming what is absent.
+    rows = [r for r in records() if not (r["op"] == "copy" and r["dtype"] == "float64")]
+    assert verdicts(rows)["matmul float64 1x16384x16384 bandwidth vs copy"] is False
+    assert "missing (copy" in texts(rows)["matmul float64 1x16384x16384 bandwidth vs copy"]
+
+
 def test_small_and_float64_targets():
     assert not misses(records(small_ratio=0.81, float64_ratio=0.81))
     missed = misses(records(small_ratio=0.79))
@@ -134,6 +165,11 @@ def test_small_and_float64_targets():
 def verdicts(rows: list[dict]) -> dict[str, bool]:
     """{target name (the text before ':'): met}."""
     return {text.split(":")[0]: met for met, text in check_targets.check(rows)}
+
+
+def texts(rows: list[dict]) -> dict[str, str]:
+    """{target name: its whole line}."""
+    return {text.split(":")[0]: text for _, text in check_targets.check(rows)}
 
 
 def misses(rows: list[dict]) -> list[str]:

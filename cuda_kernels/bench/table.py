@@ -282,15 +282,19 @@ SQUARE = elementwise(
 # ---------------------------------------------------------------------------------------------------------
 # matmul: a (M, K) @ b (K, N), with the CUDA ladder's steps as variants
 
+# A matrix-vector product whose one call is mostly reading (512 MiB of B in bfloat16): the skinny kernel's read
+# rate against the copy's, which the 4096-wide shapes, a few microseconds of fixed cost a call, cannot show.
+MATMUL_BANDWIDTH_SHAPE: Shape = (1, 16384, 16384)
 MATMUL_SHAPES: list[Shape] = [(n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192)] + [
     (4000, 4000, 4000),  # not a multiple of any tile size
     (8192, 1024, 4096),  # rectangular
     (1, 4096, 4096),  # a single row: matrix-vector, memory-bound
     (16, 4096, 4096),  # a few rows (a decode step's batch): still memory-bound
     (4096, 1, 4096),  # a single column: A's rows against one vector
+    MATMUL_BANDWIDTH_SHAPE,
 ]
 MATMUL_QUICK_SHAPES: list[Shape] = [(256, 256, 256), (1024, 1024, 1024), (4096, 4096, 4096), (1, 4096, 4096)]
-CPU_MAX_MATMUL_MACS = 1024**3  # M*N*K: keeps 256..1024 and 1x4096x4096
+CPU_MAX_MATMUL_MACS = 1024**3  # M*N*K: keeps 256..1024 and 1x4096x4096 (MATMUL_BANDWIDTH_SHAPE is left out)
 CPU_QUICK_MATMUL_SHAPES: list[Shape] = [(256, 256, 256), (512, 512, 512)]
 ITERS_MATMUL_SHAPE: Shape = (4096, 4096, 4096)
 ITERS_CPU_MATMUL_SHAPE: Shape = (1024, 1024, 1024)  # the CPU kernel takes seconds at 4096
@@ -426,7 +430,7 @@ MATMUL = BenchOp(
     sweep=Sweep(
         default=MATMUL_SHAPES,
         quick=MATMUL_QUICK_SHAPES,
-        cpu=[s for s in MATMUL_SHAPES if math.prod(s) <= CPU_MAX_MATMUL_MACS],
+        cpu=[s for s in MATMUL_SHAPES if math.prod(s) <= CPU_MAX_MATMUL_MACS and s != MATMUL_BANDWIDTH_SHAPE],
         cpu_quick=CPU_QUICK_MATMUL_SHAPES,
         iters=ITERS_MATMUL_SHAPE,
         cpu_iters=ITERS_CPU_MATMUL_SHAPE,
