@@ -145,3 +145,16 @@ def test_matmul_different_devices():
 def test_matmul_variant_on_cpu_is_an_error():
     with pytest.raises(RuntimeError, match=f"{OP}: variant 1 is a CUDA kernel"):
         cuda_kernels.matmul(torch.ones(2, 2), torch.ones(2, 2), variant=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_matmul_cpu_packed_buffers_kept_and_not(dtype):
+    """The CPU kernel keeps its packed operands' buffers (up to 16 MiB each) for the calling thread's next call and
+    allocates bigger ones per call: a bigger product grows a kept buffer, a smaller one then reuses it (its tail still
+    holds the last call's values), and one over the limit goes through a buffer of its own, after which the kept
+    one still serves. Each result against the reference."""
+    # (M, K, N); the packed B of the third is 4096 x 1100 floats and more (padded to whole panels): over 16 MiB.
+    for M, K, N in [(70, 1000, 700), (13, 200, 33), (8, 4096, 1100), (70, 1000, 700), (7, 9, 6)]:
+        a = rand(M, K, dtype=dtype, device="cpu", seed=M + K)
+        b = rand(K, N, dtype=dtype, device="cpu", seed=N)
+        assert_matmul_close(cuda_kernels.matmul(a, b), a, b)

@@ -6,10 +6,13 @@
 //  - B is packed once, converted to the accumulation type, into panels of kNR columns: panel p holds, for every k,
 //    the kNR values B[k][p*kNR ...] side by side (zeros past N), so a k step of the micro-kernel reads one
 //    contiguous row of the panel.
+//  - A is packed once too, converted, into panels of kMR rows: panel q holds, for every k, the kMR values
+//    A[q*kMR ...][k] side by side (zeros past M). Packed per task instead, A would be packed again for every block
+//    of columns: scalar work that does not shrink with the vector width and grows with the thread count (more,
+//    narrower tasks). Both packed operands live in buffers the calling thread keeps (packed_buffer).
 //  - C is cut into tasks of kMC rows x kNC columns, spread over threads with at::parallel_for. A task walks K in
-//    slabs of kKC: it packs its kMC x kKC block of A into panels of kMR rows (A[i][k] of panel q at
-//    [k * kMR + i - q*kMR], zeros past M; any strides, converted to the accumulation type), then for each B
-//    panel (kKC x kNR: stays in L1) runs the micro-kernel over every A panel (the whole block stays in L2).
+//    slabs of kKC: for each B panel's slab (kKC x kNR: stays in L1) it runs the micro-kernel over the slabs of
+//    its A panels (kMC x kKC together: they stay in L2).
 //  - The micro-kernel keeps a kMR x kNR tile of C in registers (kMR x 2 vectors) through the slab: per k one
 //    broadcast of each A value and two vector FMAs. Its sums are added to the task's C tile, kept in the
 //    accumulation type until the last slab, then rounded once into C.
@@ -149,17 +152,20 @@ void pack_b(Strided<scalar_t> b, int64_t K, int64_t N, acc_t* bp) {
   });
 }
 
-// Packs rows [i0, i0 + mc) x columns [k0, k0 + kc) of A into ceil(mc / kMR) panels of kc x kMR, zeros past mc.
+// Packs A (M x K) into ceil(M / kMR) panels of K x kMR, converted to acc_t, zeros past M.
 template <typename scalar_t, typename acc_t>
-void pack_a(Strided<scalar_t> a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, acc_t* ap) {
-  for (int64_t q = 0; q * kMR < mc; ++q) {
-    acc_t* out = ap + q * kc * kMR;
-    const int64_t rows = std::min(kMR, mc - q * kMR);
-    for (int64_t k = 0; k < kc; ++k) {
-      for (int64_t r = 0; r < rows; ++r) out[k * kMR + r] = to_acc<acc_t>(a.at(i0 + q * kMR + r, k0 + k));
-      for (int64_t r = rows; r < kMR; ++r) out[k * kMR + r] = acc_t(0);
+void pack_a(Strided<scalar_t> a, int64_t M, int64_t K, acc_t* ap) {
+  const int64_t panels = (M + kMR - 1) / kMR;
+  at::parallel_for(0, panels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t q = begin; q < end; ++q) {
+      acc_t* out = ap + q * K * kMR;
+      const int64_t i0 = q * kMR, rows = std::min(kMR, M - i0);
+      for (int64_t k = 0; k < K; ++k) {
+        for (int64_t r = 0; r < rows; ++r) out[k * kMR + r] = to_acc<acc_t>(a.at(i0 + r, k));
+        for (int64_t r = rows; r < kMR; ++r) out[k * kMR + r] = acc_t(0);
+      }
     }
-  }
+  });
 }
 
 // Columns of C per task of the skinny path, and rows of B it folds into each pass over the accumulators.
@@ -245,13 +251,38 @@ void matmul_skinny_n(const acc_t* a, int64_t lda, Strided<acc_t> b, acc_t* c, in
   });
 }
 
+// Packed operands up to this size are kept by the calling thread for its next call: a fresh allocation costs a page
+// fault per 4 KB on first touch and unmapping when freed, more than the packing itself at a few hundred rows on many
+// threads. Bigger ones are allocated per call, where the arithmetic dwarfs that.
+constexpr size_t kKeepPackedBytes = size_t{16} << 20;
+
+// Room for n values of acc_t, uninitialized (packing writes every one): for slot 0 (B) or 1 (A), the calling
+// thread's kept buffer, grown if needed; beyond kKeepPackedBytes, a new one that `owner` frees after the call.
+template <typename acc_t>
+acc_t* packed_buffer(int slot, size_t n, std::unique_ptr<acc_t[]>& owner) {
+  if (n * sizeof(acc_t) > kKeepPackedBytes) {
+    owner.reset(new acc_t[n]);
+    return owner.get();
+  }
+  thread_local std::unique_ptr<acc_t[]> kept[2];
+  thread_local size_t kept_n[2] = {0, 0};
+  if (kept_n[slot] < n) {
+    kept[slot].reset(new acc_t[n]);
+    kept_n[slot] = n;
+  }
+  return kept[slot].get();
+}
+
 template <typename scalar_t>
 void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64_t M, int64_t N, int64_t K) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int64_t nr = kNR<acc_t>;
   const int64_t b_panels = (N + nr - 1) / nr;
-  std::vector<acc_t> bp(static_cast<size_t>(b_panels * K * nr));
-  pack_b(b, K, N, bp.data());
+  std::unique_ptr<acc_t[]> b_owner, a_owner;
+  acc_t* bp = packed_buffer<acc_t>(0, static_cast<size_t>(b_panels * K * nr), b_owner);
+  pack_b(b, K, N, bp);
+  acc_t* ap = packed_buffer<acc_t>(1, static_cast<size_t>((M + kMR - 1) / kMR * kMR * K), a_owner);
+  pack_a(a, M, K, ap);
 
   const int64_t m_tasks = (M + kMC - 1) / kMC;
   // Rows per task: M shared evenly by the m_tasks row blocks, in whole A panels (512 rows: 8 blocks of 66 rows, not
@@ -264,21 +295,21 @@ void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64
   const int64_t nc = task_panels * nr;  // columns of C per task
   const int64_t n_tasks = (b_panels + task_panels - 1) / task_panels;
   at::parallel_for(0, m_tasks * n_tasks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<acc_t> ap(static_cast<size_t>(kMC * kKC));
     std::vector<acc_t> c_tile(static_cast<size_t>(kMC * nc));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t i0 = (t / n_tasks) * mc_task, mc = std::min(mc_task, M - i0);
       const int64_t p0 = (t % n_tasks) * task_panels;  // first B panel of the task
       const int64_t np = std::min(task_panels, b_panels - p0);
-      const int64_t mp = (mc + kMR - 1) / kMR;  // A panels (the last one zero-padded)
+      // The task's A panels: q0 .. q0 + mp - 1 (i0 is a multiple of kMR; the last panel is zero-padded).
+      const int64_t q0 = i0 / kMR, mp = (mc + kMR - 1) / kMR;
       std::fill(c_tile.begin(), c_tile.end(), acc_t(0));
       for (int64_t k0 = 0; k0 < K; k0 += kKC) {
         const int64_t kc = std::min(kKC, K - k0);
-        pack_a(a, i0, mc, k0, kc, ap.data());
         for (int64_t p = 0; p < np; ++p) {
-          const acc_t* b_slab = bp.data() + ((p0 + p) * K + k0) * nr;
+          const acc_t* b_slab = bp + ((p0 + p) * K + k0) * nr;
           for (int64_t q = 0; q < mp; ++q) {
-            micro_kernel(kc, ap.data() + q * kc * kMR, b_slab, c_tile.data() + q * kMR * nc + p * nr, nc);
+            const acc_t* a_slab = ap + ((q0 + q) * K + k0) * kMR;
+            micro_kernel(kc, a_slab, b_slab, c_tile.data() + q * kMR * nc + p * nr, nc);
           }
         }
       }
