@@ -3,6 +3,11 @@ tested one by one in test_matmul_ladder.py), plus opcheck, gradcheck, torch.comp
 
 from __future__ import annotations
 
+import platform
+import re
+import shutil
+import subprocess
+
 import pytest
 import torch
 from conftest import DEVICES, DTYPES, assert_matmul_close, rand, requires_cuda
@@ -158,3 +163,31 @@ def test_matmul_cpu_packed_buffers_kept_and_not(dtype):
         a = rand(M, K, dtype=dtype, device="cpu", seed=M + K)
         b = rand(K, N, dtype=dtype, device="cpu", seed=N)
         assert_matmul_close(cuda_kernels.matmul(a, b), a, b)
+
+
+@pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("objdump") is None, reason="needs x86-64 and objdump (binutils)"
+)
+def test_matmul_cpu_micro_kernel_keeps_its_tile_in_registers():
+    """No build's micro_kernel (csrc/cpu/matmul_kernel.h) stores a vector register to the stack. Depending on the
+    compiler and the code around it, GCC has kept a copy of the accumulator tile there and stored all of it at every
+    k step, which made the AVX512 kernel 2-3x slower with nothing else wrong; the kernel is written to avoid that
+    (noinline, the row loops unrolled by pragma), and this checks the binary that was built."""
+    disassembly = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", "-C", cuda_kernels._C.__file__],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    # "vmovaps %zmm2,-0x78(%rsp)", "movaps %xmm1,0x10(%rbp)": a vector register stored at a stack address.
+    stack_store = re.compile(r":\tv?mov\w*\s+%[xyz]mm\d+,\s*-?(0x[0-9a-f]+)?\(%r[sb]p\)")
+    function, kernels, spilling = "", set(), set()
+    for line in disassembly.splitlines():
+        if line.endswith(">:"):  # "0000000000012340 <void cuda_kernels::cpu::AVX2::micro_kernel<float>(...)>:"
+            function = line
+            if "::micro_kernel<" in function:
+                kernels.add(function)
+        elif "::micro_kernel<" in function and stack_store.search(line):
+            spilling.add(function)
+    assert kernels, "no micro_kernel in the binary (inlined or renamed?): nothing was checked"
+    assert not spilling, "micro_kernel stores vector registers to the stack in:\n" + "\n".join(sorted(spilling))

@@ -48,20 +48,27 @@ constexpr int64_t kTasksPerThread = 2;
 
 #if defined(CPU_CAPABILITY_AVX2) || defined(CPU_CAPABILITY_AVX512)
 // C_tile[0 .. kMR) x [0 .. kNR) += Ap (kc x kMR, k-major) times Bp (kc x kNR, k-major); ldc: C_tile's row pitch.
+// Compiled on its own (noinline) and with its loops over the tile's rows unrolled from the start (#pragma GCC
+// unroll), in every build: otherwise GCC may keep a copy of the accumulator tile on the stack and store all of it at
+// every k step (the stores then take longer than the FMAs), depending on its version and on the code around the
+// call. tests/test_matmul.py checks the built binary for vector stores to the stack in every micro_kernel.
 template <typename acc_t>
-inline void micro_kernel(int64_t kc, const acc_t* ap, const acc_t* bp, acc_t* c_tile, int64_t ldc) {
+__attribute__((noinline)) void micro_kernel(int64_t kc, const acc_t* ap, const acc_t* bp, acc_t* c_tile, int64_t ldc) {
   constexpr int64_t kW = Vec<acc_t>::size();
   Vec<acc_t> acc[kMR][2];
+#pragma GCC unroll 16
   for (int64_t r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = Vec<acc_t>(acc_t(0));
   for (int64_t k = 0; k < kc; ++k) {
     const Vec<acc_t> b0 = Vec<acc_t>::loadu(bp + k * kNR<acc_t>);
     const Vec<acc_t> b1 = Vec<acc_t>::loadu(bp + k * kNR<acc_t> + kW);
+#pragma GCC unroll 16
     for (int64_t r = 0; r < kMR; ++r) {
       const Vec<acc_t> a(ap[k * kMR + r]);
       acc[r][0] = at::vec::fmadd(a, b0, acc[r][0]);
       acc[r][1] = at::vec::fmadd(a, b1, acc[r][1]);
     }
   }
+#pragma GCC unroll 16
   for (int64_t r = 0; r < kMR; ++r) {
     acc_t* row = c_tile + r * ldc;
     (Vec<acc_t>::loadu(row) + acc[r][0]).store(row);
@@ -84,7 +91,7 @@ struct Vec16<double> {
 };
 
 template <typename acc_t>
-inline void micro_kernel(int64_t kc, const acc_t* ap, const acc_t* bp, acc_t* c_tile, int64_t ldc) {
+__attribute__((noinline)) void micro_kernel(int64_t kc, const acc_t* ap, const acc_t* bp, acc_t* c_tile, int64_t ldc) {
   using V = typename Vec16<acc_t>::type;
   constexpr int64_t kL = 16 / sizeof(acc_t);  // lanes of V; kNR = 2 * kL
   V acc[kMR][2] = {};
@@ -92,17 +99,22 @@ inline void micro_kernel(int64_t kc, const acc_t* ap, const acc_t* bp, acc_t* c_
     V b0, b1;
     __builtin_memcpy(&b0, bp + k * kNR<acc_t>, sizeof(V));  // unaligned loads
     __builtin_memcpy(&b1, bp + k * kNR<acc_t> + kL, sizeof(V));
+#pragma GCC unroll 16
     for (int64_t r = 0; r < kMR; ++r) {
       const acc_t a = ap[k * kMR + r];
       acc[r][0] += b0 * a;
       acc[r][1] += b1 * a;
     }
   }
+#pragma GCC unroll 16
   for (int64_t r = 0; r < kMR; ++r) {
-    for (int64_t j = 0; j < kL; ++j) {
-      c_tile[r * ldc + j] += acc[r][0][j];
-      c_tile[r * ldc + kL + j] += acc[r][1][j];
-    }
+    V c0, c1;
+    __builtin_memcpy(&c0, c_tile + r * ldc, sizeof(V));
+    __builtin_memcpy(&c1, c_tile + r * ldc + kL, sizeof(V));
+    c0 += acc[r][0];
+    c1 += acc[r][1];
+    __builtin_memcpy(c_tile + r * ldc, &c0, sizeof(V));
+    __builtin_memcpy(c_tile + r * ldc + kL, &c1, sizeof(V));
   }
 }
 #endif
