@@ -147,34 +147,19 @@ struct Strided {
   scalar_t at(int64_t i, int64_t j) const { return data[i * s0 + j * s1]; }
 };
 
-// Packs B (K x N) into ceil(N / kNR) panels of K x kNR, converted to acc_t, zeros past N.
-template <typename scalar_t, typename acc_t>
-void pack_b(Strided<scalar_t> b, int64_t K, int64_t N, acc_t* bp) {
-  constexpr int64_t nr = kNR<acc_t>;
-  const int64_t panels = (N + nr - 1) / nr;
+// Packs a K x N matrix (any strides) into ceil(N / W) panels of K x W, converted to acc_t, zeros past N: panel p
+// holds, for every k, the W values src[k][p*W ...] side by side. B is packed with W = kNR; A, as its transpose
+// (K x M), with W = kMR.
+template <int64_t W, typename scalar_t, typename acc_t>
+void pack_panels(Strided<scalar_t> src, int64_t K, int64_t N, acc_t* packed) {
+  const int64_t panels = (N + W - 1) / W;
   at::parallel_for(0, panels, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
-      acc_t* out = bp + p * K * nr;
-      const int64_t j0 = p * nr, cols = std::min(nr, N - j0);
+      acc_t* out = packed + p * K * W;
+      const int64_t j0 = p * W, cols = std::min(W, N - j0);
       for (int64_t k = 0; k < K; ++k) {
-        for (int64_t j = 0; j < cols; ++j) out[k * nr + j] = to_acc<acc_t>(b.at(k, j0 + j));
-        for (int64_t j = cols; j < nr; ++j) out[k * nr + j] = acc_t(0);
-      }
-    }
-  });
-}
-
-// Packs A (M x K) into ceil(M / kMR) panels of K x kMR, converted to acc_t, zeros past M.
-template <typename scalar_t, typename acc_t>
-void pack_a(Strided<scalar_t> a, int64_t M, int64_t K, acc_t* ap) {
-  const int64_t panels = (M + kMR - 1) / kMR;
-  at::parallel_for(0, panels, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t q = begin; q < end; ++q) {
-      acc_t* out = ap + q * K * kMR;
-      const int64_t i0 = q * kMR, rows = std::min(kMR, M - i0);
-      for (int64_t k = 0; k < K; ++k) {
-        for (int64_t r = 0; r < rows; ++r) out[k * kMR + r] = to_acc<acc_t>(a.at(i0 + r, k));
-        for (int64_t r = rows; r < kMR; ++r) out[k * kMR + r] = acc_t(0);
+        for (int64_t j = 0; j < cols; ++j) out[k * W + j] = to_acc<acc_t>(src.at(k, j0 + j));
+        for (int64_t j = cols; j < W; ++j) out[k * W + j] = acc_t(0);
       }
     }
   });
@@ -292,9 +277,9 @@ void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64
   const int64_t b_panels = (N + nr - 1) / nr;
   std::unique_ptr<acc_t[]> b_owner, a_owner;
   acc_t* bp = packed_buffer<acc_t>(0, static_cast<size_t>(b_panels * K * nr), b_owner);
-  pack_b(b, K, N, bp);
+  pack_panels<nr>(b, K, N, bp);
   acc_t* ap = packed_buffer<acc_t>(1, static_cast<size_t>((M + kMR - 1) / kMR * kMR * K), a_owner);
-  pack_a(a, M, K, ap);
+  pack_panels<kMR>(Strided<scalar_t>{a.data, a.s1, a.s0}, K, M, ap);  // A's transpose: panels of kMR rows of A
 
   const int64_t m_tasks = (M + kMC - 1) / kMC;
   // Rows per task: M shared evenly by the m_tasks row blocks, in whole A panels (512 rows: 8 blocks of 66 rows, not
