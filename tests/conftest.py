@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -136,6 +139,23 @@ requires_cuda = pytest.mark.skipif(bool(CUDA_SKIP_REASON), reason=CUDA_SKIP_REAS
 requires_profiler = pytest.mark.skipif(
     bool(SANITIZE_TOOL), reason=f"torch.profiler sees no kernels under compute-sanitizer {SANITIZE_TOOL}"
 )
+
+# Tests that read the built extension's machine code (x86-64 AT&T syntax, names demangled).
+requires_objdump = pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("objdump") is None, reason="needs x86-64 and objdump (binutils)"
+)
+
+
+def disassemble_extension() -> str:
+    """`objdump -d` of the installed extension: one "<address>:\\t<instruction>" line per instruction, each function
+    opened by a "<address> <demangled name>:" line."""
+    return subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", "-C", cuda_kernels._C.__file__],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[requires_cuda, pytest.mark.gpu])]
 

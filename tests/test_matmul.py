@@ -3,14 +3,11 @@ tested one by one in test_matmul_ladder.py), plus opcheck, gradcheck, torch.comp
 
 from __future__ import annotations
 
-import platform
 import re
-import shutil
-import subprocess
 
 import pytest
 import torch
-from conftest import DEVICES, DTYPES, assert_matmul_close, rand, requires_cuda
+from conftest import DEVICES, DTYPES, assert_matmul_close, disassemble_extension, rand, requires_cuda, requires_objdump
 
 import cuda_kernels
 
@@ -165,21 +162,14 @@ def test_matmul_cpu_packed_buffers_kept_and_not(dtype):
         assert_matmul_close(cuda_kernels.matmul(a, b), a, b)
 
 
-@pytest.mark.skipif(
-    platform.machine() != "x86_64" or shutil.which("objdump") is None, reason="needs x86-64 and objdump (binutils)"
-)
+@requires_objdump
 def test_matmul_cpu_micro_kernel_keeps_its_tile_in_registers():
     """No build's micro_kernel (csrc/cpu/matmul_kernel.h) stores a vector register to the stack inside a loop.
     Depending on the compiler and the code around it, GCC has kept a copy of the accumulator tile there and stored all
     of it at every k step, which made the AVX512 kernel 2-3x slower with nothing else wrong; the kernel is written to
     avoid that (noinline, the row loops unrolled by pragma), and this checks the binary that was built. Stores before
     the loop (GCC 13 zeroes the tile's unused stack copy once) cost nothing and are allowed."""
-    disassembly = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", "-C", cuda_kernels._C.__file__],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    disassembly = disassemble_extension()
     # "  7324e:\tvmovaps %zmm2,-0x78(%rsp)": a vector register stored at a stack address.
     stack_store = re.compile(r"\tv?mov\w*\s+%[xyz]mm\d+,\s*-?(0x[0-9a-f]+)?\(%r[sb]p\)")
     # "  7324e:\tjne    731c0 <...>": a jump and its target.

@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import DEVICES, DTYPES, rand, requires_cuda
+from conftest import DEVICES, DTYPES, disassemble_extension, rand, requires_cuda, requires_objdump
 
 import cuda_kernels
 
@@ -288,19 +287,12 @@ def test_square_cpu_capability(capability):
     assert words[-1] == "OK", proc.stdout + proc.stderr
 
 
-@pytest.mark.skipif(
-    platform.machine() != "x86_64" or shutil.which("objdump") is None, reason="needs x86-64 and objdump (binutils)"
-)
+@requires_objdump
 def test_square_cpu_avx_code_stays_in_avx_builds():
     """No function outside the AVX2/AVX512 builds' namespaces may use an AVX instruction. The linker keeps one copy
     of each inline function for the whole library; were it a copy compiled in an AVX translation unit, every caller
     would crash with SIGILL on a CPU without AVX (why csrc/cpu/vec_isa_begin.h includes headers before its pragma)."""
-    disassembly = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", "-C", cuda_kernels._C.__file__],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    disassembly = disassemble_extension()
     # A VEX/EVEX-encoded instruction (AT&T mnemonics vmovups, vpxor, ...) or a 256/512-bit register.
     avx = re.compile(r":\tv[a-z0-9]+\s|%[yz]mm")
     function, outside, inside = "", set(), 0
