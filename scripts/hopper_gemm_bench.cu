@@ -12,6 +12,7 @@
 //   /tmp/hopper_gemm_bench cmp               # steps 11 and 12 vs cuBLAS, six shapes, interleaved rounds
 //   /tmp/hopper_gemm_bench explore           # named tile configurations of step 12
 //   /tmp/hopper_gemm_bench big               # step 12 at the six target shapes, 15 interleaved rounds
+//   /tmp/hopper_gemm_bench cold 16           # step 12 and a 128-SM grid, L2 flushed before every call
 //   /tmp/hopper_gemm_bench loop 4096 4096 4096 3 [cublas]   # back to back for 3 s (clocks under the power cap)
 // docs/matmul.md ("Hopper tuning log") has what each version measured with it.
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -387,6 +389,79 @@ static void bench_small(bool bf16, int M, int N, int K, const std::vector<std::p
   cudaFree(b.p);
 }
 
+// Reads the whole buffer (a 2 x L2 flush that leaves clean lines, as benchmark.py's flush_l2 does).
+__global__ void read_flush_kernel(const uint4* p, size_t n, unsigned* sink) {
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const uint4 v = __ldcg(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;  // keeps the loads; practically never true
+}
+
+// Interleaved rounds of cuBLAS and each launcher, every call after an L2 flush by reading (benchmark.py's
+// condition); per round the median of `calls` calls, and at the end the median over rounds of each one's ratio
+// (cuBLAS time / its time) with the lowest and highest round.
+static void bench_cold(bool bf16, int M, int N, int K, const std::vector<std::pair<std::string, Launcher>>& ls,
+                       int rounds, int calls) {
+  static uint4* flush = nullptr;
+  static unsigned* sink = nullptr;
+  static size_t flush_n = 0;
+  if (!flush) {
+    int l2 = 0;
+    CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    flush_n = 2 * static_cast<size_t>(l2) / sizeof(uint4);
+    CK(cudaMalloc(&flush, flush_n * sizeof(uint4)));
+    CK(cudaMemset(flush, 0, flush_n * sizeof(uint4)));
+    CK(cudaMalloc(&sink, 4));
+  }
+  Mat a = make_a(M, K, false, 0, bf16, 7), b = make_b(K, N, true, 0, bf16, 8);
+  Operand oa{a.p, a.ld, a.mn}, ob{b.p, b.ld, b.mn};
+  uint16_t* c;
+  CK(cudaMalloc(&c, (size_t)M * N * 2));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const auto med = [](std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const auto time_one = [&](const std::function<void()>& f) {
+    std::vector<float> t;
+    for (int i = 0; i < calls + 2; ++i) {
+      read_flush_kernel<<<4 * g_sms, 512>>>(flush, flush_n, sink);
+      cudaEventRecord(e0);
+      f();
+      cudaEventRecord(e1);
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      cudaEventElapsedTime(&ms, e0, e1);
+      if (i >= 2) t.push_back(ms);
+    }
+    return med(t);
+  };
+  std::vector<std::vector<float>> ratio(ls.size());
+  std::vector<float> tcs;
+  for (int r = 0; r < rounds; ++r) {
+    const float tc = time_one([&] { cublas_mm(bf16, M, N, K, a, b, c, false); });
+    tcs.push_back(tc);
+    for (size_t i = 0; i < ls.size(); ++i)
+      ratio[i].push_back(tc / time_one([&] { CK(ls[i].second(bf16, M, N, K, oa, ob, c)); }));
+  }
+  CK(cudaGetLastError());
+  const double flop = 2.0 * M * N * K;
+  printf("cold %s %5dx%5dx%5d cuBLAS %6.1f TF", bf16 ? "bf16" : "fp16", M, N, K, flop / med(tcs) / 1e9);
+  for (size_t i = 0; i < ls.size(); ++i) {
+    const auto mm = std::minmax_element(ratio[i].begin(), ratio[i].end());
+    printf(" | %s %.3fx [%.3f-%.3f]", ls[i].first.c_str(), med(ratio[i]), *mm.first, *mm.second);
+  }
+  printf("\n");
+  fflush(stdout);
+  cudaFree(c);
+  cudaFree(a.p);
+  cudaFree(b.p);
+}
+
 // The tensor-core target shapes of issue 12 (M, N, K), which the cmp and big modes time.
 static constexpr int kTargetShapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048},
                                            {4000, 4000, 4000}, {8192, 1024, 4096}, {1024, 1024, 1024}};
@@ -439,6 +514,48 @@ int main(int argc, char** argv) {
                 {"Mi1", cfg_launcher<Mi1>(0, 0, -1)}});
         bench3(bf16, 1024, 1024, 1024, {{"s11", step_launcher(11)}, {"s12", step_launcher(12)}});
       }
+    return 0;
+  }
+  if (mode == "cold") {
+    // Step 12 as launched and on a 128-SM grid (4096^3 in 4 whole waves of 64 clusters), cold L2 per call as
+    // benchmark.py times it, after a bit-for-bit check that the variants write what step 12 writes.
+    init_harness(true);
+    const std::vector<std::pair<std::string, Launcher>> ls = {{"s12", step_launcher(12)},
+                                                              {"sm128", cfg_launcher<w12::Wide>(0, 128, -1)}};
+    for (const auto& sh : std::vector<std::array<int, 3>>{{4096, 4096, 4096},
+                                                          {4000, 4000, 4000},
+                                                          {1000, 2000, 300},
+                                                          {8192, 1024, 4096},
+                                                          {300, 5000, 64},
+                                                          {2048, 2048, 8192}}) {
+      const int M = sh[0], N = sh[1], K = sh[2];
+      Mat a = make_a(M, K, false, 0, true, 11), b = make_b(K, N, true, 0, true, 12);
+      Operand oa{a.p, a.ld, a.mn}, ob{b.p, b.ld, b.mn};
+      const size_t n = (size_t)M * N;
+      uint16_t *c0, *c1;
+      CK(cudaMalloc(&c0, n * 2));
+      CK(cudaMalloc(&c1, n * 2));
+      CK(ls[0].second(true, M, N, K, oa, ob, c0));
+      std::vector<uint16_t> h0(n), h1(n);
+      CK(cudaMemcpy(h0.data(), c0, n * 2, cudaMemcpyDeviceToHost));
+      for (size_t i = 1; i < ls.size(); ++i) {
+        poison_kernel<<<1024, 256>>>(c1, n);
+        CK(ls[i].second(true, M, N, K, oa, ob, c1));
+        CK(cudaMemcpy(h1.data(), c1, n * 2, cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        for (size_t e = 0; e < n; ++e) bad += h0[e] != h1[e];
+        printf("same %s %dx%dx%d: %zu differ%s\n", ls[i].first.c_str(), M, N, K, bad, bad ? "  FAIL" : "");
+      }
+      cudaFree(c0);
+      cudaFree(c1);
+      cudaFree(a.p);
+      cudaFree(b.p);
+    }
+    const int rounds = argc > 2 ? atoi(argv[2]) : 8;
+    for (int rep = 0; rep < 2; ++rep)
+      for (bool bf16 : {true, false}) bench_cold(bf16, 4096, 4096, 4096, ls, rounds, 30);
+    for (const auto& sh : kTargetShapes)
+      if (sh[0] != 1024 && sh[0] != 4096) bench_cold(true, sh[0], sh[1], sh[2], ls, rounds / 2, 20);
     return 0;
   }
   if (mode == "big") {
