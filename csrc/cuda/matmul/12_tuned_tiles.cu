@@ -56,10 +56,14 @@ constexpr uint32_t kSplitBarrier = 1 + kConsumers;  // named barrier of both con
 
 // One kernel configuration: tile width BN, blocks per cluster CM (1, or 2 stacked along M sharing B by
 // multicast), ring depth S, and the consumer's output buffer width OutCols (BN: whole tile; less: BN / OutCols
-// passes, each waiting until TMA has read the previous one).
-template <int BN_, int CM_, int S_, int OutCols_>
+// passes, each waiting until TMA has read the previous one). Woven (with more than one pass): the last pass of a
+// tile stored by TMA is kept in registers and written to the buffer between the wgmma of the next tile's second
+// k-slab (see the consumer's main loop).
+template <int BN_, int CM_, int S_, int OutCols_, bool Woven_ = false>
 struct Config {
   static constexpr int BN = BN_, CM = CM_, S = S_, kOutCols = OutCols_;
+  static constexpr int kPasses = BN / OutCols_;
+  static constexpr bool kWoven = Woven_ && kPasses > 1;
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma widths 64, 128, 256 are instantiated");
   static_assert(CM == 1 || BN / CM >= kSwizzleCols, "a block's share of the B slab is whole 64-wide boxes");
   static_assert(BN % kOutCols == 0 && kOutCols % kSwizzleCols == 0, "the buffer holds whole boxes");
@@ -74,9 +78,9 @@ struct Config {
 };
 
 // The configurations the launcher picks from (by tile width).
-using Wide = Config<256, 2, 4, 128>;  // 128 x 256, 2-CTA clusters, 4 slots (48 KB each), two output passes
-using Mid = Config<128, 2, 6, 128>;   // 128 x 128, 2-CTA clusters, 6 slots (32 KB each), whole-tile buffer
-using Narrow = Config<64, 1, 8, 64>;  // 128 x 64, no cluster, 8 slots (24 KB each), whole-tile buffer
+using Wide = Config<256, 2, 4, 128, true>;  // 128 x 256, 2-CTA clusters, 4 slots (48 KB each), two passes, woven
+using Mid = Config<128, 2, 6, 128>;         // 128 x 128, 2-CTA clusters, 6 slots (32 KB each), whole-tile buffer
+using Narrow = Config<64, 1, 8, 64>;        // 128 x 64, no cluster, 8 slots (24 KB each), whole-tile buffer
 
 using hopper::Operand;
 
@@ -282,6 +286,56 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[Cfg::kAcc];
     int s = 0;
     uint32_t phase = 0;
+
+    // The epilogue's buffer and this lane's stmatrix row in it: 64 x 64 boxes 8 KB apart, rows of 128 bytes whose
+    // 16-byte chunks are XOR-swizzled with the row index (mod 8), as TMA reads them. stmatrix j-pair (chunks jj,
+    // jj + 1): lanes 8i..8i+7 address matrix i = rows 8 * (i % 2) + lane % 8 of the warp's 16, chunk jj + i / 2.
+    const uint32_t out_buf = out_ring + consumer * Cfg::kOutBytes;
+    const int i_mat = lane / 8;
+    const uint32_t row_addr = out_buf + (warp * 16 + (i_mat % 2) * 8 + lane % 8) * 128;
+    constexpr int kChunks = Cfg::kOutCols / 8;  // 8-column chunks per pass
+    // The address of stmatrix chunk pair jj (< kChunks) of a pass; cc / 8 is the box, the row's swizzle lane % 8.
+    const auto chunk_addr = [&](int jj) {
+      const uint32_t cc = jj + i_mat / 2;
+      return row_addr + (cc / 8) * kBoxBytes + (((cc % 8) ^ (lane % 8)) * 16);
+    };
+    // The woven pass (Cfg::kWoven): the last pass of the previous tile, rounded to pairs of 16-bit values (chunk
+    // pair jj at last[2 * jj .. 2 * jj + 3]), pending until it is stored.
+    [[maybe_unused]] uint32_t last[2 * kChunks];
+    [[maybe_unused]] bool pending = false;
+    [[maybe_unused]] int pend_tm = 0, pend_tn = 0;
+    // Hands the buffer (the pending pass in it) to TMA: C is written once and read by nothing here, evict-first, so
+    // that it does not push A and B out of L2 (docs/matmul.md, "Hopper tuning log", has what it measured).
+    const auto store_buffer = [&](int tm_, int tn_, int pass) {
+      hopper::fence_proxy_async_smem();
+      hopper::named_barrier_sync(1 + consumer, 128);
+      if (t == 0) {
+        const uint64_t c_policy = sm80::l2_evict_first_policy();
+        const int m0 = tm_ * kBM + consumer * 64, n0 = tn_ * BN + pass * Cfg::kOutCols;
+#pragma unroll
+        for (int box = 0; box < Cfg::kOutCols / kSwizzleCols; ++box)
+          hopper::tma_store_2d_hint(&tm_c, out_buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0, c_policy);
+        hopper::bulk_commit();
+      }
+    };
+    // Waits until TMA has read the buffer (the previous pass's stores), so that it can be written again.
+    const auto buffer_free = [&] {
+      if (t == 0) hopper::bulk_wait_read();
+      hopper::named_barrier_sync(1 + consumer, 128);
+    };
+    // Stores the pending pass now (where no k-slab is left to hide it in).
+    [[maybe_unused]] const auto flush_pending = [&] {
+      if constexpr (Cfg::kWoven) {
+        if (pending) {
+          buffer_free();
+#pragma unroll
+          for (int jj = 0; jj < kChunks; jj += 2)
+            hopper::stmatrix_x4(chunk_addr(jj), last[2 * jj], last[2 * jj + 1], last[2 * jj + 2], last[2 * jj + 3]);
+          store_buffer(pend_tm, pend_tn, Cfg::kPasses - 1);
+          pending = false;
+        }
+      }
+    };
     // This consumer's slice of a block's partial tile: value i of thread t at [i / 4][t][i % 4] (float4 stores,
     // each warp writing 512 contiguous bytes).
     const auto partial_of = [&](int64_t block) {
@@ -298,6 +352,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           int prev = -1;
           for (int kb = kb0; kb < kb1; ++kb) {
             hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
+            // Weaving the pending pass into this k-slab (the second of the tile: the previous pass's TMA store has
+            // had one slab to read the buffer). Its stmatrix go between the wgmma, which run meanwhile; issued
+            // after a slab's wait instead, they held up the tensor cores about as long as at the tile's end. They
+            // are predicated rather than branched around: a branch in the wgmma sequence makes ptxas serialize
+            // every wgmma (C7518), and so does a second copy of this loop.
+            [[maybe_unused]] const bool weave = Cfg::kWoven && pending && kb == kb0 + 1;
+            if constexpr (Cfg::kWoven) {
+              if (weave) buffer_free();
+            }
             hopper::wgmma_fence();
             const uint32_t a_base = a_ring + s * Cfg::kABytes + a_off, b_base = b_ring + s * Cfg::kBBytes;
 #pragma unroll
@@ -306,6 +369,15 @@ __global__ void __launch_bounds__(kThreads, 1)
               const uint64_t db = hopper::make_smem_desc(b_base + k * kBStep, kBLbo, kSwizzleAtom);
               // The first wgmma of a tile overwrites the accumulators (scale-d = 0) instead of adding.
               wgmma_tile<BN, kBf16, kAMN ? 1 : 0, kBKMaj ? 0 : 1>(acc, da, db, (kb != kb0 || k != 0));
+              if constexpr (Cfg::kWoven) {
+                constexpr int kPerWgmma = kChunks / 2 / (kBK / kWgmmaK);  // stmatrix after each wgmma
+#pragma unroll
+                for (int u = 0; u < kPerWgmma; ++u) {
+                  const int jj = 2 * (k * kPerWgmma + u);
+                  hopper::stmatrix_x4_if(weave, chunk_addr(jj), last[2 * jj], last[2 * jj + 1], last[2 * jj + 2],
+                                         last[2 * jj + 3]);
+                }
+              }
             }
             hopper::wgmma_commit();
             // The batch issued before this one is done: its slot can be refilled.
@@ -313,11 +385,18 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (prev >= 0 && t == 0) release(prev);
             prev = s;
             if (++s == S) s = 0, phase ^= 1;
+            if constexpr (Cfg::kWoven) {
+              if (weave) {
+                store_buffer(pend_tm, pend_tn, Cfg::kPasses - 1);
+                pending = false;
+              }
+            }
           }
           hopper::wgmma_wait<0>();
           if (t == 0) release(prev);
 #pragma unroll
           for (int i = 0; i < Cfg::kAcc; ++i) hopper::reg_fence(acc[i]);
+          flush_pending();  // a tile of one k-slab had nowhere to hide it
 
           if (k_splits > 1) {
             // This block's sums of its k share go to shared memory (the ring: every slab has landed and
@@ -387,42 +466,33 @@ __global__ void __launch_bounds__(kThreads, 1)
           // Epilogue. wgmma's accumulator layout: acc[4j + h] (j < BN / 8) is row 16 * warp + lane / 4 (+ 8
           // for h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
           if (tma_store) {
-            // Passes of kOutCols columns: 64 x 64 boxes 8 KB apart in the buffer, rows of 128 bytes whose
-            // 16-byte chunks are XOR-swizzled with the row index (mod 8), as TMA reads them.
-            const uint32_t buf = out_ring + consumer * Cfg::kOutBytes;
-            constexpr int kChunks = Cfg::kOutCols / 8;  // 8-column chunks per pass
-            // stmatrix j-pair (chunks jj, jj + 1): lanes 8i..8i+7 address matrix i = rows 8 * (i % 2) + lane
-            // % 8 of the warp's 16, chunk jj + i / 2. The row's swizzle (row % 8) is lane % 8.
-            const int i_mat = lane / 8;
-            const uint32_t row = warp * 16 + (i_mat % 2) * 8 + lane % 8;
-            const uint32_t row_addr = buf + row * 128;
+        // Passes of kOutCols columns through the buffer; with Cfg::kWoven the last one is kept for the next
+        // tile's main loop (or stored at the end).
 #pragma unroll
-            for (int pass = 0; pass < BN / Cfg::kOutCols; ++pass) {
+            for (int pass = 0; pass < Cfg::kPasses; ++pass) {
+              if (Cfg::kWoven && pass == Cfg::kPasses - 1) {
+#pragma unroll
+                for (int jj = 0; jj < kChunks; jj += 2) {
+#pragma unroll
+                  for (int h = 0; h < 4; ++h) {
+                    const int j = pass * kChunks + jj + h / 2;  // accumulator group of last[2 * jj + h]
+                    last[2 * jj + h] = hopper::pack2<kBf16>(acc[4 * j + 2 * (h % 2)], acc[4 * j + 2 * (h % 2) + 1]);
+                  }
+                }
+                pend_tm = tm, pend_tn = tn, pending = true;
+                break;
+              }
               // The previous pass's (or tile's) stores must have read the buffer before it is overwritten.
-              if (t == 0) hopper::bulk_wait_read();
-              hopper::named_barrier_sync(1 + consumer, 128);
+              buffer_free();
 #pragma unroll
               for (int jj = 0; jj < kChunks; jj += 2) {
-                const int j = pass * kChunks + jj;   // first chunk of the pair in the consumer's tile
-                const uint32_t cc = jj + i_mat / 2;  // this lane's chunk within the pass; cc / 8 is the box
-                const uint32_t addr = row_addr + (cc / 8) * kBoxBytes + (((cc % 8) ^ (lane % 8)) * 16);
-                hopper::stmatrix_x4(addr, hopper::pack2<kBf16>(acc[4 * j], acc[4 * j + 1]),
+                const int j = pass * kChunks + jj;  // first chunk of the pair in the consumer's tile
+                hopper::stmatrix_x4(chunk_addr(jj), hopper::pack2<kBf16>(acc[4 * j], acc[4 * j + 1]),
                                     hopper::pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]),
                                     hopper::pack2<kBf16>(acc[4 * j + 4], acc[4 * j + 5]),
                                     hopper::pack2<kBf16>(acc[4 * j + 6], acc[4 * j + 7]));
               }
-              hopper::fence_proxy_async_smem();
-              hopper::named_barrier_sync(1 + consumer, 128);
-              if (t == 0) {
-                // C is written once and read by nothing here: evict-first, so that it does not push A and B out
-                // of L2 (docs/matmul.md, "Hopper tuning log", has what it measured).
-                const uint64_t c_policy = sm80::l2_evict_first_policy();
-                const int m0 = tm * kBM + consumer * 64, n0 = tn * BN + pass * Cfg::kOutCols;
-#pragma unroll
-                for (int box = 0; box < Cfg::kOutCols / kSwizzleCols; ++box)
-                  hopper::tma_store_2d_hint(&tm_c, buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0, c_policy);
-                hopper::bulk_commit();
-              }
+              store_buffer(tm, tn, pass);
             }
             return;
           }
@@ -448,6 +518,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
           }
         });
+    flush_pending();  // the last tile's last pass
   }
   if (threadIdx.x % 128 == 0) hopper::bulk_wait();  // the last tile's stores are done before the block exits
   hopper::cluster_sync();                           // the peer may still arrive on our barriers until it is done
@@ -568,15 +639,21 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
     // Split tiles run one per cluster, all at once: fewer blocks per tile where the GPU cannot hold them.
     return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, sms, group_m, stream, ws, stream_k, k_splits / 2);
   }
-  const int64_t clusters =
-      k_splits > 1 ? super_tiles : std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / CM}});
+  int64_t clusters = k_splits > 1 ? super_tiles : std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / CM}});
+  if (group_m <= 0) group_m = std::max(1, kGroupRows / CM);
+  const StreamK sk = plan_stream_k(super_tiles, clusters, (K + kBK - 1) / kBK, CM, k_splits > 1 ? 0 : stream_k, ws);
+  if (BN == Wide::BN && k_splits == 1 && sk.partials == nullptr) {
+    // Data-parallel 128 x 256 tiles: as few clusters as give the same number of waves (4096^3: 64 instead of 66,
+    // 4 waves either way). The SMs left idle draw no power, and under the board's power cap the others then run
+    // a little faster (docs/matmul.md, "What the 3% is made of").
+    const int64_t waves = (super_tiles + clusters - 1) / clusters;
+    if (waves > 1) clusters = (super_tiles + waves - 1) / waves;
+  }
   cfg.gridDim = dim3(static_cast<unsigned>(clusters * cluster_size));
   // A cluster of one block is launched as a plain grid (every block is then a cluster of one, so the kernel's
   // cluster barriers still work): the cluster launch path costs about a microsecond more per call, which is most
   // of a small problem's gap to cuBLAS (docs/matmul.md, "Small problems").
   cfg.numAttrs = cluster_size > 1 ? 1 : 0;
-  if (group_m <= 0) group_m = std::max(1, kGroupRows / CM);
-  const StreamK sk = plan_stream_k(super_tiles, clusters, (K + kBK - 1) / kBK, CM, k_splits > 1 ? 0 : stream_k, ws);
   return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m,
                             sk, k_splits);
 }

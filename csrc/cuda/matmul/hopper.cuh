@@ -515,6 +515,18 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t
 #endif
 }
 
+// stmatrix_x4 when `pred` (warp-uniform) holds, without a branch (for use between wgmma, see step 12).
+__device__ __forceinline__ void stmatrix_x4_if(bool pred, uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                               uint32_t r3) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n@p stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, "
+      "%4};\n}\n" ::"r"(addr),
+      "r"(r0), "r"(r1), "r"(r2), "r"(r3), "r"(static_cast<int>(pred))
+      : "memory");
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Pieces shared by the GEMM kernels
 // ---------------------------------------------------------------------------------------------------------------
