@@ -739,3 +739,27 @@ def test_step12_split_k(dtype, views, mnk):
 
     a, b = views(*mnk, r)
     assert_step_close(mm(a, b, 12), a, b, 12)
+
+
+# Step 12's woven epilogue (the 128 x 256 tile's last pass stored between the wgmma of the next tile's second
+# k-slab): shapes with more 256 x 256 pairs of tiles than an H100 has clusters, so that blocks run several tiles.
+# (2048, 4096, 128): 128 pairs, 2 k-slabs, every pending pass woven in; (1030, 4100, 200): row, column and k tails,
+# 4 slabs; (2048, 4096, 64): one k-slab a tile, nothing to weave into, so the pass is stored at the next tile's end.
+STEP12_WOVEN_SHAPES = [(2048, 4096, 128), (1030, 4100, 200), (2048, 4096, 64)]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("views", VIEWS)
+@pytest.mark.parametrize("mnk", STEP12_WOVEN_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_step12_woven_epilogue(dtype, views, mnk):
+    if not runs(12, dtype):
+        pytest.skip("step 12 does not run here (needs sm_90a and an H100-class GPU)")
+    base = _seed(12, dtype, mnk)
+
+    def r(*shape: int, seed: int) -> torch.Tensor:
+        return rand(*shape, dtype=dtype, device="cuda", seed=base + seed)
+
+    a, b = views(*mnk, r)
+    assert_step_close(mm(a, b, 12), a, b, 12)

@@ -10,7 +10,10 @@
 // The epilogue writes the accumulators to shared memory with stmatrix (four 8 x 8 matrices per instruction, in
 // wgmma's fragment layout as it is: a quarter of step 11's st.shared instructions); the narrower tiles' buffers
 // hold the consumer's whole tile, so TMA stores it in one go. The 128 x 256 tile keeps a 4-deep ring and a
-// 64 x 128 buffer written in two passes: a 3-deep ring with a whole-tile buffer measured slower.
+// 64 x 128 buffer written in two passes: a 3-deep ring with a whole-tile buffer measured slower. Its second pass is
+// woven into the next tile's main loop (kept in 32 registers, its stmatrix between the wgmma of the tile's second
+// k-slab), where the tensor cores hide it; and a data-parallel launch of it uses as few clusters as give the same
+// number of waves (4096^3: 64 clusters, 4 waves, as on 66).
 // Stream-K: a persistent grid over T tiles on C clusters takes ceil(T / C) tile-times; when the last wave is
 // less than about half full (8192^3: 1024 super-tiles on 66 clusters, 15.5 waves) the full waves stay
 // data-parallel and the last wave's k-slabs are spread evenly over all clusters (for_each_work): clusters that
