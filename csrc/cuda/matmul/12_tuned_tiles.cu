@@ -326,15 +326,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (t == 0) hopper::bulk_wait_read();
       hopper::named_barrier_sync(1 + consumer, 128);
     };
+    // Register h (< 4) of stmatrix chunk pair jj of pass `pass`: accumulators of chunk pass * kChunks + jj + h / 2,
+    // rows r (h even) or r + 8 (h odd) in wgmma's layout (epilogue comment below), rounded to a 16-bit pair.
+    const auto pass_reg = [&](const float (&a)[Cfg::kAcc], int pass, int jj, int h) {
+      const int j = pass * kChunks + jj + h / 2;
+      return hopper::pack2<kBf16>(a[4 * j + 2 * (h % 2)], a[4 * j + 2 * (h % 2) + 1]);
+    };
+    // One pass through the buffer: wait for it, stmatrix reg(jj, h) for every chunk pair, hand it to TMA.
+    const auto store_pass = [&](int tm_, int tn_, int pass, auto reg) {
+      buffer_free();
+#pragma unroll
+      for (int jj = 0; jj < kChunks; jj += 2)
+        hopper::stmatrix_x4(chunk_addr(jj), reg(jj, 0), reg(jj, 1), reg(jj, 2), reg(jj, 3));
+      store_buffer(tm_, tn_, pass);
+    };
     // Stores the pending pass now (where no k-slab is left to hide it in).
-    [[maybe_unused]] const auto flush_pending = [&] {
+    [[maybe_unused]] const auto flush_pending = [&](const uint32_t (&regs)[2 * kChunks]) {
       if constexpr (Cfg::kWoven) {
         if (pending) {
-          buffer_free();
-#pragma unroll
-          for (int jj = 0; jj < kChunks; jj += 2)
-            hopper::stmatrix_x4(chunk_addr(jj), last[2 * jj], last[2 * jj + 1], last[2 * jj + 2], last[2 * jj + 3]);
-          store_buffer(pend_tm, pend_tn, Cfg::kPasses - 1);
+          store_pass(pend_tm, pend_tn, Cfg::kPasses - 1, [&](int jj, int h) { return regs[2 * jj + h]; });
           pending = false;
         }
       }
@@ -399,7 +409,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (t == 0) release(prev);
 #pragma unroll
           for (int i = 0; i < Cfg::kAcc; ++i) hopper::reg_fence(acc[i]);
-          flush_pending();  // a tile of one k-slab had nowhere to hide it
+          flush_pending(last);  // a tile of one k-slab had nowhere to hide it
 
           if (k_splits > 1) {
             // This block's sums of its k share go to shared memory (the ring: every slab has landed and
@@ -468,34 +478,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 
           // Epilogue. wgmma's accumulator layout: acc[4j + h] (j < BN / 8) is row 16 * warp + lane / 4 (+ 8
           // for h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
+          // Passes of kOutCols columns through the buffer; with Cfg::kWoven the last one is kept for the next
+          // tile's main loop (or stored at the end).
           if (tma_store) {
-        // Passes of kOutCols columns through the buffer; with Cfg::kWoven the last one is kept for the next
-        // tile's main loop (or stored at the end).
 #pragma unroll
             for (int pass = 0; pass < Cfg::kPasses; ++pass) {
               if (Cfg::kWoven && pass == Cfg::kPasses - 1) {
 #pragma unroll
                 for (int jj = 0; jj < kChunks; jj += 2) {
 #pragma unroll
-                  for (int h = 0; h < 4; ++h) {
-                    const int j = pass * kChunks + jj + h / 2;  // accumulator group of last[2 * jj + h]
-                    last[2 * jj + h] = hopper::pack2<kBf16>(acc[4 * j + 2 * (h % 2)], acc[4 * j + 2 * (h % 2) + 1]);
-                  }
+                  for (int h = 0; h < 4; ++h) last[2 * jj + h] = pass_reg(acc, pass, jj, h);
                 }
                 pend_tm = tm, pend_tn = tn, pending = true;
                 break;
               }
-              // The previous pass's (or tile's) stores must have read the buffer before it is overwritten.
-              buffer_free();
-#pragma unroll
-              for (int jj = 0; jj < kChunks; jj += 2) {
-                const int j = pass * kChunks + jj;  // first chunk of the pair in the consumer's tile
-                hopper::stmatrix_x4(chunk_addr(jj), hopper::pack2<kBf16>(acc[4 * j], acc[4 * j + 1]),
-                                    hopper::pack2<kBf16>(acc[4 * j + 2], acc[4 * j + 3]),
-                                    hopper::pack2<kBf16>(acc[4 * j + 4], acc[4 * j + 5]),
-                                    hopper::pack2<kBf16>(acc[4 * j + 6], acc[4 * j + 7]));
-              }
-              store_buffer(tm, tn, pass);
+              store_pass(tm, tn, pass, [&](int jj, int h) { return pass_reg(acc, pass, jj, h); });
             }
             return;
           }
@@ -521,7 +518,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
           }
         });
-    flush_pending();  // the last tile's last pass
+    flush_pending(last);  // the last tile's last pass
   }
   if (threadIdx.x % 128 == 0) hopper::bulk_wait();  // the last tile's stores are done before the block exits
   hopper::cluster_sync();                           // the peer may still arrive on our barriers until it is done
