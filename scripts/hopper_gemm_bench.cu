@@ -233,6 +233,11 @@ static float time_ms(F f, int iters) {
   return ms / iters;
 }
 
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 static void bench(bool bf16, int M, int N, int K, std::vector<LaunchOptions> opts, bool amn = false, bool bmn = true) {
   Mat a = make_a(M, K, amn, 0, bf16, 7), b = make_b(K, N, bmn, 0, bf16, 8);
   uint16_t* c;
@@ -271,14 +276,10 @@ static void bench2(bool bf16, int M, int N, int K, std::vector<int> steps, int r
     }
   }
   CK(cudaGetLastError());
-  auto med = [](std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  float tc = med(t[0]);
+  float tc = median(t[0]);
   printf("%s %5dx%5dx%5d cuBLAS %6.1f", bf16 ? "bf16" : "fp16", M, N, K, flop / tc / 1e9);
   for (size_t i = 0; i < steps.size(); ++i) {
-    float tt = med(t[i + 1]);
+    float tt = median(t[i + 1]);
     printf(" | s%d %6.1f (%.3fx)", steps[i], flop / tt / 1e9, tc / tt);
   }
   printf("\n");
@@ -321,14 +322,10 @@ static void bench3(bool bf16, int M, int N, int K, const std::vector<std::pair<s
       t[i + 1].push_back(time_ms([&] { CK(ls[i].second(bf16, M, N, K, oa, ob, c)); }, iters));
   }
   CK(cudaGetLastError());
-  auto med = [](std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  float tc = med(t[0]);
+  float tc = median(t[0]);
   printf("%s %5dx%5dx%5d cuBLAS %6.1f", bf16 ? "bf16" : "fp16", M, N, K, flop / tc / 1e9);
   for (size_t i = 0; i < ls.size(); ++i) {
-    float tt = med(t[i + 1]);
+    float tt = median(t[i + 1]);
     printf(" | %s %6.1f (%.3fx)", ls[i].first.c_str(), flop / tt / 1e9, tc / tt);
   }
   printf("\n");
@@ -338,9 +335,31 @@ static void bench3(bool bf16, int M, int N, int K, const std::vector<std::pair<s
   cudaFree(b.p);
 }
 
-// Median of per-call times with a 2 x L2 buffer zeroed before every call (as benchmark.py timed up to commit
-// c2a3f34; it now flushes by reading, docs/benchmarks.md): what a small problem costs when its operands come from
-// DRAM and its launch cannot overlap the previous call.
+// Median of `calls` per-call times of f (after `warmup` untimed ones), each call after flush(): what a problem
+// costs when its operands come from DRAM and its launch cannot overlap the previous call.
+static float time_flushed_ms(const std::function<void()>& f, int calls, int warmup,
+                             const std::function<void()>& flush) {
+  static cudaEvent_t e0 = nullptr, e1 = nullptr;
+  if (!e0) {
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+  }
+  std::vector<float> t;
+  for (int i = 0; i < calls + warmup; ++i) {
+    flush();
+    cudaEventRecord(e0);
+    f();
+    cudaEventRecord(e1);
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i >= warmup) t.push_back(ms);
+  }
+  return median(t);
+}
+
+// time_flushed_ms with a 2 x L2 buffer zeroed before every call (as benchmark.py timed up to commit c2a3f34; it now
+// flushes by reading, docs/benchmarks.md, as read_flush below does).
 static float time_cold_ms(const std::function<void()>& f, int calls) {
   static void* flush = nullptr;
   static size_t flush_bytes = 0;
@@ -350,22 +369,31 @@ static float time_cold_ms(const std::function<void()>& f, int calls) {
     flush_bytes = 2 * static_cast<size_t>(l2);
     CK(cudaMalloc(&flush, flush_bytes));
   }
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> t;
-  for (int i = 0; i < calls + 3; ++i) {
-    cudaMemsetAsync(flush, 0, flush_bytes);
-    cudaEventRecord(e0);
-    f();
-    cudaEventRecord(e1);
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (i >= 3) t.push_back(ms);
+  return time_flushed_ms(f, calls, 3, [] { cudaMemsetAsync(flush, 0, flush_bytes); });
+}
+
+// Reads the whole buffer (a 2 x L2 flush that leaves clean lines, as benchmark.py's flush_l2 does).
+__global__ void read_flush_kernel(const uint4* p, size_t n, unsigned* sink) {
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const uint4 v = __ldcg(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  if (acc == 0x12345678u) *sink = acc;  // keeps the loads; practically never true
+}
+static void read_flush() {
+  static uint4* flush = nullptr;
+  static unsigned* sink = nullptr;
+  static size_t flush_n = 0;
+  if (!flush) {
+    int l2 = 0;
+    CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+    flush_n = 2 * static_cast<size_t>(l2) / sizeof(uint4);
+    CK(cudaMalloc(&flush, flush_n * sizeof(uint4)));
+    CK(cudaMemset(flush, 0, flush_n * sizeof(uint4)));
+    CK(cudaMalloc(&sink, 4));
+  }
+  read_flush_kernel<<<4 * g_sms, 512>>>(flush, flush_n, sink);
 }
 
 // Small problems: step 12 and narrower-ring configurations against cuBLAS, cold L2 per call, two rounds.
@@ -389,57 +417,16 @@ static void bench_small(bool bf16, int M, int N, int K, const std::vector<std::p
   cudaFree(b.p);
 }
 
-// Reads the whole buffer (a 2 x L2 flush that leaves clean lines, as benchmark.py's flush_l2 does).
-__global__ void read_flush_kernel(const uint4* p, size_t n, unsigned* sink) {
-  uint32_t acc = 0;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    const uint4 v = __ldcg(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x12345678u) *sink = acc;  // keeps the loads; practically never true
-}
-
 // Interleaved rounds of cuBLAS and each launcher, every call after an L2 flush by reading (benchmark.py's
 // condition); per round the median of `calls` calls, and at the end the median over rounds of each one's ratio
 // (cuBLAS time / its time) with the lowest and highest round.
 static void bench_cold(bool bf16, int M, int N, int K, const std::vector<std::pair<std::string, Launcher>>& ls,
                        int rounds, int calls) {
-  static uint4* flush = nullptr;
-  static unsigned* sink = nullptr;
-  static size_t flush_n = 0;
-  if (!flush) {
-    int l2 = 0;
-    CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
-    flush_n = 2 * static_cast<size_t>(l2) / sizeof(uint4);
-    CK(cudaMalloc(&flush, flush_n * sizeof(uint4)));
-    CK(cudaMemset(flush, 0, flush_n * sizeof(uint4)));
-    CK(cudaMalloc(&sink, 4));
-  }
   Mat a = make_a(M, K, false, 0, bf16, 7), b = make_b(K, N, true, 0, bf16, 8);
   Operand oa{a.p, a.ld, a.mn}, ob{b.p, b.ld, b.mn};
   uint16_t* c;
   CK(cudaMalloc(&c, (size_t)M * N * 2));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  const auto med = [](std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  const auto time_one = [&](const std::function<void()>& f) {
-    std::vector<float> t;
-    for (int i = 0; i < calls + 2; ++i) {
-      read_flush_kernel<<<4 * g_sms, 512>>>(flush, flush_n, sink);
-      cudaEventRecord(e0);
-      f();
-      cudaEventRecord(e1);
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (i >= 2) t.push_back(ms);
-    }
-    return med(t);
-  };
+  const auto time_one = [&](const std::function<void()>& f) { return time_flushed_ms(f, calls, 2, read_flush); };
   std::vector<std::vector<float>> ratio(ls.size());
   std::vector<float> tcs;
   for (int r = 0; r < rounds; ++r) {
@@ -450,10 +437,10 @@ static void bench_cold(bool bf16, int M, int N, int K, const std::vector<std::pa
   }
   CK(cudaGetLastError());
   const double flop = 2.0 * M * N * K;
-  printf("cold %s %5dx%5dx%5d cuBLAS %6.1f TF", bf16 ? "bf16" : "fp16", M, N, K, flop / med(tcs) / 1e9);
+  printf("cold %s %5dx%5dx%5d cuBLAS %6.1f TF", bf16 ? "bf16" : "fp16", M, N, K, flop / median(tcs) / 1e9);
   for (size_t i = 0; i < ls.size(); ++i) {
     const auto mm = std::minmax_element(ratio[i].begin(), ratio[i].end());
-    printf(" | %s %.3fx [%.3f-%.3f]", ls[i].first.c_str(), med(ratio[i]), *mm.first, *mm.second);
+    printf(" | %s %.3fx [%.3f-%.3f]", ls[i].first.c_str(), median(ratio[i]), *mm.first, *mm.second);
   }
   printf("\n");
   fflush(stdout);

@@ -730,6 +730,11 @@ STEP12_SPLIT_SHAPES = [(200, 300, 2000), (130, 68, 4100), (64, 64, 1030)]
 @pytest.mark.parametrize("views", VIEWS)
 @pytest.mark.parametrize("mnk", STEP12_SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_step12_split_k(dtype, views, mnk):
+    _step12_case(dtype, views, mnk)
+
+
+def _step12_case(dtype: torch.dtype, views, mnk: tuple[int, int, int]) -> None:
+    """Step 12 on (M, N, K) with operands laid out by `views`, against the reference."""
     if not runs(12, dtype):
         pytest.skip("step 12 does not run here (needs sm_90a and an H100-class GPU)")
     base = _seed(12, dtype, mnk)
@@ -754,12 +759,4 @@ STEP12_WOVEN_SHAPES = [(2048, 4096, 128), (1030, 4100, 200), (2048, 4096, 64)]
 @pytest.mark.parametrize("views", VIEWS)
 @pytest.mark.parametrize("mnk", STEP12_WOVEN_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_step12_woven_epilogue(dtype, views, mnk):
-    if not runs(12, dtype):
-        pytest.skip("step 12 does not run here (needs sm_90a and an H100-class GPU)")
-    base = _seed(12, dtype, mnk)
-
-    def r(*shape: int, seed: int) -> torch.Tensor:
-        return rand(*shape, dtype=dtype, device="cuda", seed=base + seed)
-
-    a, b = views(*mnk, r)
-    assert_step_close(mm(a, b, 12), a, b, 12)
+    _step12_case(dtype, views, mnk)
