@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import subprocess
@@ -132,6 +133,33 @@ def test_rounds_interleave_the_implementations_and_pool_their_samples(monkeypatc
     assert a.samples_ms == [0.0] * 12 and c.samples_ms == [2.0] * 12 and b.host_bound_batches == 4
     calls.clear()
     assert timing.time_rounds([lambda: 0], "cpu", timing.CPU_TIMING)[0].n_reps == 3 and len(calls) == 1
+
+
+def test_more_rounds_measure_longer_with_the_same_budget_a_round():
+    longer = timing.with_rounds(timing.CUDA_TIMING, 16)
+    per, default_per = timing.round_config(longer), timing.round_config(timing.CUDA_TIMING)
+    assert longer.rounds == 16 and longer.max_time_s == pytest.approx(4.0)  # 16 rounds of 0.25 s, not 16 of 1/16 s
+    assert (per.min_reps, per.max_reps) == (default_per.min_reps, default_per.max_reps)
+    assert per.max_time_s == pytest.approx(default_per.max_time_s)
+    assert per.ci_rel_tol == pytest.approx(default_per.ci_rel_tol)  # each round stops as a default round does
+    assert longer.ci_rel_tol == pytest.approx(0.005 / 2)  # the pooled median known twice as closely
+    one = timing.with_rounds(timing.CPU_TIMING, 3)  # from a one-round rule: three rounds of that rule
+    assert timing.round_config(one) == dataclasses.replace(timing.CPU_TIMING, rounds=1)
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        timing.with_rounds(timing.CUDA_TIMING, 0)
+
+
+def test_rounds_option_is_recorded_and_checked(tmp_path, capsys):
+    code, data = run_tiny(tmp_path, "--rounds", "3")
+    assert code == 0
+    settings = data["env"]["settings"]["timing"]
+    assert settings["rounds"] == 3 and "3 rounds per case" in settings["rule"]
+    assert all(r["n_reps"] >= 3 * timing.MIN_SAMPLES for r in data["records"])  # every round took its samples
+    for bad in ("0", "two"):
+        with pytest.raises(SystemExit) as exc:
+            cli.build_parser().parse_args(["--rounds", bad])
+        assert exc.value.code == 2
+        assert "--rounds" in capsys.readouterr().err
 
 
 def test_timing_settings_say_what_was_done():

@@ -36,6 +36,7 @@ from cuda_kernels.bench.timing import (
     L2_FLUSH_METHOD,
     describe_timing,
     make_flush_buffer,
+    with_rounds,
 )
 from cuda_kernels.testing import ALLOW_CPU_ONLY_ENV, cpu_only_allowed
 
@@ -53,6 +54,17 @@ def parse_dtypes(text: str) -> list[torch.dtype]:
             raise ValueError(f"--dtype {name!r} is not one of {', '.join(DTYPES)}, all")
         dtypes.append(DTYPES[name])
     return dtypes
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a bad one exits with code 2 and says why)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="run exactly N calls of our op per case and nothing else (for ncu)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="time each case in N interleaved rounds, each as long as one of the default's (CUDA: 4 rounds of "
+        "0.25 s at most; --quick and the CPU: 1 round): for a case too noisy to decide, measure it longer",
     )
     parser.add_argument("--variant", type=int, default=0, help="ops with variants (matmul): pass variant=V to ours")
     parser.add_argument(
@@ -239,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         timing = CUDA_QUICK_TIMING if args.quick else CUDA_TIMING
     else:
         timing = CPU_QUICK_TIMING if args.quick else CPU_TIMING
+    if args.rounds is not None:
+        timing = with_rounds(timing, args.rounds)
     if device.type != "cuda":
         method = "wall-clock"
     else:

@@ -177,6 +177,24 @@ def round_config(config: TimingConfig) -> TimingConfig:
     )
 
 
+def with_rounds(config: TimingConfig, rounds: int) -> TimingConfig:
+    """config timed in `rounds` interleaved rounds, each round with the budget and stop rule one of config's own
+    rounds has (round_config): more rounds measure longer (rounds / config.rounds times the samples and time
+    caps) and pool to a proportionally tighter confidence interval, instead of splitting the same budget thinner.
+    For a case too noisy to decide in the default run (benchmark.py --rounds N)."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    per = round_config(config)
+    return replace(
+        config,
+        rounds=rounds,
+        min_reps=per.min_reps * rounds,
+        max_reps=per.max_reps * rounds,
+        max_time_s=per.max_time_s * rounds,
+        ci_rel_tol=None if per.ci_rel_tol is None else per.ci_rel_tol / math.sqrt(rounds),
+    )
+
+
 def time_rounds(
     fns: list[Callable[[], Any]],
     device: torch.device | str,
