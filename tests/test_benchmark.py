@@ -163,8 +163,8 @@ def test_rounds_option_is_recorded_and_checked(tmp_path, capsys):
 
 
 def test_quick_cuda_runs_interleave_ours_and_torch():
-    """make bench's numbers: one round would time torch first and ours second in every case, and the second one
-    runs after the clock has dropped under the new load; two rounds (ours, torch, torch, ours) cancel that."""
+    """make bench's numbers: one round would time the same side first in every case, the other after the clock has
+    dropped under the new load; two rounds, the second in reverse order, cancel that drift."""
     assert timing.CUDA_QUICK_TIMING.rounds == 2 and timing.CUDA_QUICK_TIMING.max_time_s == 0.25
     assert timing.round_config(timing.CUDA_QUICK_TIMING).max_time_s == 0.125
 

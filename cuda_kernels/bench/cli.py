@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="time each case in N interleaved rounds, each as long as one of the default's (CUDA: 4 rounds of "
-        "0.25 s at most; --quick and the CPU: 1 round): for a case too noisy to decide, measure it longer",
+        "0.25 s at most, --quick 2 of 0.125 s; the CPU: 1 round): for a case too noisy to decide, measure it longer",
     )
     parser.add_argument("--variant", type=int, default=0, help="ops with variants (matmul): pass variant=V to ours")
     parser.add_argument(

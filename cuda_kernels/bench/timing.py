@@ -113,8 +113,8 @@ class TimingConfig:
 MIN_SAMPLES = 3
 MAX_BATCH = 100  # samples per batch at most: the batch grows with n (n // 8) so long runs check less often
 CUDA_TIMING = TimingConfig(rounds=4)
-# Two rounds even when quick: with one, whichever implementation ran first had the GPU's clock before it settled to
-# the case's load, and a power-capped 4096^3 matmul measured up to 11% apart by order alone (docs/benchmarks.md).
+# Two rounds even when quick: with one, the implementation timed first always had the GPU's clock before it settled
+# to the case's load, which biased power-capped cases by order alone (docs/benchmarks.md has the figures).
 CUDA_QUICK_TIMING = TimingConfig(min_reps=10, max_reps=1000, max_time_s=0.25, ci_rel_tol=0.01, rounds=2)
 # The CPU is not where targets are decided, and its sweep must stay near a minute on two cores: no CI rule there.
 CPU_TIMING = TimingConfig(min_reps=5, max_reps=200, max_time_s=0.3, ci_rel_tol=None)
