@@ -29,8 +29,10 @@ constexpr int kBK = 64;                       // k per ring slot: one 128-byte s
 constexpr int kSwizzleCols = 64;              // elements in one 128-byte swizzled row
 constexpr int kConsumers = 2;                 // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
-[[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 <= 65536
+[[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 = 384 * 168
 [[maybe_unused]] constexpr int kConsumerRegs = 232;
+static_assert(hopper::setmaxnreg_fits(kThreads, kProducerRegs, kConsumerRegs),
+              "the warpgroups' register budgets fit the block's launch allocation");
 constexpr uint32_t kSwizzleAtom = 1024;  // bytes of 8 swizzled 128-byte rows: the pattern's period
 constexpr int kDefaultGroupM = 8;        // super-tile rows (pairs of row tiles) per group in the tile order
 constexpr int kClusterM = 2;             // blocks per cluster, stacked along M

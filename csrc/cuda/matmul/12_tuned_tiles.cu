@@ -49,8 +49,10 @@ constexpr int kSwizzleCols = 64;              // elements in one 128-byte swizzl
 [[maybe_unused]] constexpr uint32_t kBoxBytes = 64 * kSwizzleCols * 2;  // one 64 x 64 box of 16-bit elements: 8 KB
 constexpr int kConsumers = 2;                                           // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
-[[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 <= 65536
+[[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 = 384 * 168
 [[maybe_unused]] constexpr int kConsumerRegs = 232;
+static_assert(hopper::setmaxnreg_fits(kThreads, kProducerRegs, kConsumerRegs),
+              "the warpgroups' register budgets fit the block's launch allocation");
 constexpr uint32_t kSwizzleAtom = 1024;             // bytes of 8 swizzled 128-byte rows: the pattern's period
 constexpr size_t kMaxSmem = 227 * 1024;             // dynamic shared memory one block may opt into on the H100
 constexpr uint32_t kSplitBarrier = 1 + kConsumers;  // named barrier of both consumers (1 + c: consumer c alone)

@@ -49,8 +49,10 @@ constexpr int kRowFloats = 32;  // floats in one 128-byte swizzled row
 [[maybe_unused]] constexpr uint32_t kMnBoxBytes = kRowFloats * kBK * 4;  // a 32-x by 32-k box of an MN-major X slot
 constexpr int kConsumers = 2;                                            // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
-[[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 <= 65536
+[[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 = 384 * 168
 [[maybe_unused]] constexpr int kConsumerRegs = 232;
+static_assert(hopper::setmaxnreg_fits(kThreads, kProducerRegs, kConsumerRegs),
+              "the warpgroups' register budgets fit the block's launch allocation");
 constexpr uint32_t kSwizzleAtom = 1024;  // bytes of 8 swizzled 128-byte rows: the pattern's period
 constexpr int kDefaultGroup = 16;        // X-row tiles per group in the tile order
 
