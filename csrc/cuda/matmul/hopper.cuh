@@ -274,11 +274,13 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 
 // Per-thread registers a block of `threads` threads is given at launch under __launch_bounds__(threads, 1): the
 // register file (64 K) shared out, rounded down to the allocation unit of 8.
-constexpr int launch_regs(int threads) { return 65536 / threads / 8 * 8; }
+constexpr int launch_regs(int threads) {
+  return 65536 / threads / 8 * 8;
+}
 // Whether setmaxnreg budgets fit: a producer warpgroup of 128 threads at producer_regs, the rest at consumer_regs.
 // setmaxnreg moves registers only within the block's allocation at launch (threads x launch_regs), not the whole
 // register file: a consumer asking for more than the producer gave up waits in setmaxnreg.inc forever (the kernel
-// hangs; docs/matmul.md, "Three more" in the Hopper 4096³ notes).
+// hangs; docs/matmul.md, "Four more" in the Hopper 4096³ notes).
 constexpr bool setmaxnreg_fits(int threads, int producer_regs, int consumer_regs) {
   return 128 * producer_regs + (threads - 128) * consumer_regs <= threads * launch_regs(threads);
 }
