@@ -269,9 +269,6 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
 // Registers, wgmma
 // ---------------------------------------------------------------------------------------------------------------
 
-// Moves this warpgroup's per-thread register budget up (inc) or down (dec) to kRegs; needs the kernel to have a
-// register cap at entry (__launch_bounds__(threads, 1)).
-
 // Per-thread registers a block of `threads` threads is given at launch under __launch_bounds__(threads, 1): the
 // register file (64 K) shared out, rounded down to the allocation unit of 8.
 constexpr int launch_regs(int threads) {
@@ -284,6 +281,9 @@ constexpr int launch_regs(int threads) {
 constexpr bool setmaxnreg_fits(int threads, int producer_regs, int consumer_regs) {
   return 128 * producer_regs + (threads - 128) * consumer_regs <= threads * launch_regs(threads);
 }
+
+// Moves this warpgroup's per-thread register budget up (inc) or down (dec) to kRegs; needs the kernel to have a
+// register cap at entry (__launch_bounds__(threads, 1)).
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
