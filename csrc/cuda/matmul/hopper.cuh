@@ -281,6 +281,8 @@ constexpr int launch_regs(int threads) {
 constexpr bool setmaxnreg_fits(int threads, int producer_regs, int consumer_regs) {
   return 128 * producer_regs + (threads - 128) * consumer_regs <= threads * launch_regs(threads);
 }
+static_assert(launch_regs(384) == 168 && setmaxnreg_fits(384, 24, 240) && !setmaxnreg_fits(384, 32, 240),
+              "producer 32 / consumers 240 is the split that hung: it asks for 1,024 registers more than 384 x 168");
 
 // Moves this warpgroup's per-thread register budget up (inc) or down (dec) to kRegs; needs the kernel to have a
 // register cap at entry (__launch_bounds__(threads, 1)).
