@@ -70,7 +70,9 @@ struct Config {
   static constexpr int kPasses = BN / OutCols_;
   static constexpr bool kWoven = Woven_ && kPasses > 1;
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma widths 64, 128, 256 are instantiated");
-  static_assert(CM == 1 || BN / CM >= kSwizzleCols, "a block's share of the B slab is whole 64-wide boxes");
+  // A block's share of the B slab (cluster of CM): BN / CM rows of a K-major slab, kBK / CM k rows of every box of
+  // an MN-major one; either way whole 8-row periods of the 128-byte swizzle.
+  static_assert(CM == 1 || ((BN / CM) % 8 == 0 && (kBK / CM) % 8 == 0), "B shares are whole swizzle periods");
   static_assert(BN % kOutCols == 0 && kOutCols % kSwizzleCols == 0, "the buffer holds whole boxes");
   static constexpr uint32_t kABytes = kBM * kBK * 2;  // A slot: 128 rows x 64 k
   static constexpr uint32_t kBBytes = BN * kBK * 2;   // B slot: 64 k x BN columns
@@ -166,7 +168,7 @@ __device__ __forceinline__ void store_pair(uint16_t* C, int M, int N, int row, i
 // C (M x N, row-major, 16-bit bits) = A @ B. kAMN: A is MN-major (stored as (K, M), m contiguous), else K-major
 // ((M, K), k contiguous). kBKMaj: B is K-major ((N, K), k contiguous), else MN-major ((K, N), n contiguous).
 // Tensor maps: A K-major {K, M} boxes {64, 128}; A MN-major {M, K} boxes {64, 64}; B MN-major {N, K} boxes
-// {64, 64}; B K-major {K, N} boxes {64, BN / CM}; C {N, M} boxes {64, 64}.
+// {64, 64 / CM}; B K-major {K, N} boxes {64, BN / CM}; C {N, M} boxes {64, 64}.
 // k_splits > 1 (only with CM == 1, stream-K off, and one tile per cluster): clusters of k_splits blocks split each
 // tile's k-slabs and add up through distributed shared memory.
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
@@ -228,16 +230,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t full = hopper::smem_u32(&full_bar[s]);
           hopper::mbar_arrive_expect_tx(full, Cfg::kStageBytes);
           const uint32_t a_dst = a_ring + s * Cfg::kABytes, b_dst = b_ring + s * Cfg::kBBytes;
-          if constexpr (kAMN) {
-            // Two 64 m x 64 k boxes, one per consumer, 8 KB apart.
-            for (int c = 0; c < kBM / kSwizzleCols; ++c)
-              hopper::tma_load_2d(a_dst + c * kBoxBytes, &tm_a, m0 + c * kSwizzleCols, k0, full);
-          } else {
-            hopper::tma_load_2d(a_dst, &tm_a, k0, m0, full);
-          }
-          // This block's share of the B slab (columns n0 + rank * BN / CM + [0, BN / CM)), into every block of
-          // the cluster (just this one when CM == 1).
-          constexpr int kShare = BN / CM;
+          // B first: it is multicast, so the peer block's consumers wait for this block's share of it too.
+          // This block's share of the B slab goes into every block of the cluster (just this one when CM == 1).
           const auto load_b = [&](uint32_t dst, int c0, int c1) {
             if constexpr (CM > 1) {
               hopper::tma_load_2d_multicast(dst, &tm_b, c0, c1, full, (1u << CM) - 1);
@@ -246,14 +240,26 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
           };
           if constexpr (kBKMaj) {
-            // Rows of 64 k, 128 bytes each: the share starts rank * kShare rows in.
+            // Rows of 64 k, 128 bytes each: the share is BN / CM of the slab's BN rows (n), from rank * BN / CM.
+            constexpr int kShare = BN / CM;
             load_b(b_dst + rank * kShare * kBK * 2, k0, n0 + static_cast<int>(rank) * kShare);
           } else {
-            // Boxes of 64 n x 64 k, 8 KB apart (the LBO of the MN-major descriptor): this block's kShare / 64.
-            for (int c = 0; c < kShare / kSwizzleCols; ++c) {
-              const int box = static_cast<int>(rank) * (kShare / kSwizzleCols) + c;
-              load_b(b_dst + box * kBoxBytes, n0 + box * kSwizzleCols, k0);
-            }
+            // Boxes of 64 n x 64 k, 8 KB apart (the LBO of the MN-major descriptor). The share is the k rows
+            // [rank * kBK / CM, (rank + 1) * kBK / CM) of every box, which land that many 128-byte rows into it
+            // (a multiple of the 1 KB swizzle period, so the layout is the one a whole box would have). Cut by k
+            // rather than by boxes (columns), each block reads rows of all BN columns, as cuBLAS's kernel does:
+            // measured faster at 4096^3 (docs/matmul.md, "Hopper tuning log").
+            constexpr int kRows = kBK / CM;
+            for (int box = 0; box < BN / kSwizzleCols; ++box)
+              load_b(b_dst + box * kBoxBytes + rank * kRows * 128, n0 + box * kSwizzleCols,
+                     k0 + static_cast<int>(rank) * kRows);
+          }
+          if constexpr (kAMN) {
+            // Two 64 m x 64 k boxes, one per consumer, 8 KB apart.
+            for (int c = 0; c < kBM / kSwizzleCols; ++c)
+              hopper::tma_load_2d(a_dst + c * kBoxBytes, &tm_a, m0 + c * kSwizzleCols, k0, full);
+          } else {
+            hopper::tma_load_2d(a_dst, &tm_a, k0, m0, full);
           }
           if (++s == S) s = 0, phase ^= 1;
         }
@@ -599,7 +605,7 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   const bool ok_a = kAMN ? hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, M, K, a.ld, kSwizzleCols, kBK)
                          : hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, K, M, a.ld, kSwizzleCols, kBM);
   const bool ok_b = kBKMaj ? hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, K, N, b.ld, kSwizzleCols, BN / CM)
-                           : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK);
+                           : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK / CM);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
   // The output through TMA when its rows are 16-byte multiples (c is a fresh contiguous tensor: aligned base).
   CUtensorMap map_c = {};
