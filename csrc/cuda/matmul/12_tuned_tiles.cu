@@ -248,10 +248,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             // [rank * kBK / CM, (rank + 1) * kBK / CM) of every box, which land that many 128-byte rows into it
             // (a multiple of the 1 KB swizzle period, so the layout is the one a whole box would have). Cut by k
             // rather than by boxes (columns), each block reads rows of all BN columns, as cuBLAS's kernel does:
-            // measured faster at 4096^3 (docs/matmul.md, "Hopper tuning log").
+            // measured faster at 4096^3 (docs/matmul.md, "cuBLAS's kernel read" in the 4096^3 list).
             constexpr int kRows = kBK / CM;
+            constexpr uint32_t kRowBytes = kSwizzleCols * 2;
             for (int box = 0; box < BN / kSwizzleCols; ++box)
-              load_b(b_dst + box * kBoxBytes + rank * kRows * 128, n0 + box * kSwizzleCols,
+              load_b(b_dst + box * kBoxBytes + rank * kRows * kRowBytes, n0 + box * kSwizzleCols,
                      k0 + static_cast<int>(rank) * kRows);
           }
           if constexpr (kAMN) {
