@@ -548,13 +548,17 @@ __device__ __forceinline__ void stmatrix_x4_if(bool pred, uint32_t addr, uint32_
 
 // Maps a linear tile index to (row tile, column tile): groups of group_m row tiles, walked column by column
 // inside a group, so consecutive indices (the blocks working at the same time) share A rows and B columns in L2.
+// In 32-bit arithmetic: a consumer maps every tile at the tile's start, where nothing else runs, and the 64-bit
+// divisions it had there cost 0.4-0.5% at 4096^3 (docs/matmul.md, "cuBLAS's kernel read"). Callers keep tile
+// counts below 2^31 (prepare_call checks the 64 x 64 tile count; an output that large would not fit in memory).
 __device__ __forceinline__ void grouped_tile(int64_t tile, int m_tiles, int n_tiles, int group_m, int& tm, int& tn) {
-  const int64_t group_size = int64_t{group_m} * n_tiles;
-  const int64_t group = tile / group_size;
-  const int first_m = static_cast<int>(group) * group_m;
-  const int rows = min(m_tiles - first_m, group_m);
-  const int64_t in_group = tile - group * group_size;
-  tm = first_m + static_cast<int>(in_group % rows);
+  const uint32_t t = static_cast<uint32_t>(tile);
+  const uint32_t group_size = static_cast<uint32_t>(group_m) * static_cast<uint32_t>(n_tiles);
+  const uint32_t group = t / group_size;
+  const uint32_t first_m = group * static_cast<uint32_t>(group_m);
+  const uint32_t rows = min(static_cast<uint32_t>(m_tiles) - first_m, static_cast<uint32_t>(group_m));
+  const uint32_t in_group = t - group * group_size;
+  tm = static_cast<int>(first_m + in_group % rows);
   tn = static_cast<int>(in_group / rows);
 }
 
@@ -714,6 +718,11 @@ inline Call prepare_call(const char* step, const matmul_ladder::Args& args, bool
   const int64_t M = args.M, N = args.N, K = args.K;
   constexpr int64_t kMaxDim = std::numeric_limits<int>::max();  // TMA coordinates and the kernels' indices are int
   CUDA_KERNELS_CHECK(M <= kMaxDim && N <= kMaxDim && K <= kMaxDim, op, ": step ", step, " needs M, N, K < 2^31");
+  // grouped_tile's 32-bit tile indices: every tile of these steps is at least 64 x 64 (never reached in practice:
+  // an output with 2^31 such tiles would take 16 TB).
+  constexpr int64_t kTile = 64;
+  CUDA_KERNELS_CHECK((M + kTile - 1) / kTile * ((N + kTile - 1) / kTile) <= kMaxDim, op, ": step ", step,
+                     " needs fewer than 2^31 output tiles of 64 x 64");
   Call call{args.dtype == Dtype::kBFloat16,
             static_cast<int>(M),
             static_cast<int>(N),
