@@ -549,8 +549,8 @@ __device__ __forceinline__ void stmatrix_x4_if(bool pred, uint32_t addr, uint32_
 // Maps a linear tile index to (row tile, column tile): groups of group_m row tiles, walked column by column
 // inside a group, so consecutive indices (the blocks working at the same time) share A rows and B columns in L2.
 // In 32-bit arithmetic: a consumer maps every tile at the tile's start, where nothing else runs, and the 64-bit
-// divisions it had there cost 0.4-0.5% at 4096^3 (docs/matmul.md, "cuBLAS's kernel read"). Callers keep tile
-// counts below 2^31 (prepare_call checks the 64 x 64 tile count; an output that large would not fit in memory).
+// divisions it had there cost 0.4-0.5% at 4096^3 (docs/matmul.md, "The tile map in 32-bit arithmetic"). Callers keep
+// tile counts below 2^31 (prepare_call checks the 64 x 64 tile count; an output that large would not fit in memory).
 __device__ __forceinline__ void grouped_tile(int64_t tile, int m_tiles, int n_tiles, int group_m, int& tm, int& tn) {
   const uint32_t t = static_cast<uint32_t>(tile);
   const uint32_t group_size = static_cast<uint32_t>(group_m) * static_cast<uint32_t>(n_tiles);
