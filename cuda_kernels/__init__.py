@@ -57,34 +57,36 @@ def build_info() -> dict[str, Any]:
     Keys: mode ("installed" or "jit"), cuda (bool), archs (list like ["8.0", "9.0a", "9.0+PTX"], empty for CPU),
     debug (bool), torch (version built against), cuda_version (toolkit it was built with, or None),
     torch_runtime (the torch imported now), path (the loaded binary), matmul (what variant=0 runs on the current GPU
-    per dtype, and why, e.g. {"bfloat16": "12_tuned_tiles: compute 9.0 (NVIDIA H100 ...), bfloat16: the fastest
-    ladder step that runs here"}; empty without a CUDA build, a visible GPU, or a GPU that can be queried).
+    per dtype, and why, e.g. {"bfloat16": "12_hopper_gemm: compute 9.0 (NVIDIA H100 ...), bfloat16: the fastest
+    kernel that runs here"}; empty without a CUDA build, a visible GPU, or a GPU that can be queried).
     """
     if _C is None:
         raise _LOAD_ERROR
-    raw = dict(_C._build_info())
-    tag = raw.pop("archs_tag")
+    raw = dict(item.split("=", 1) for item in torch.ops.cuda_kernels._build_info())
+    cuda = raw["cuda"] == "1"
     return {
         "mode": _MODE,
-        "cuda": raw["cuda"],
-        "archs": decode_arch_tag(tag) if raw["cuda"] else [],
-        "debug": raw["debug"],
+        "cuda": cuda,
+        "archs": decode_arch_tag(raw["archs_tag"]) if cuda else [],
+        "debug": raw["debug"] == "1",
         "torch": raw["torch_version"],
-        "cuda_version": raw["cuda_version"],
+        "cuda_version": raw["cuda_version"] or None,
         "torch_runtime": torch.__version__,
         "path": getattr(_C, "__file__", None),
-        "matmul": _matmul_paths() if raw["cuda"] and torch.cuda.is_available() else {},
+        "matmul": _matmul_paths() if cuda and torch.cuda.is_available() else {},
     }
 
 
 def _matmul_paths() -> dict[str, str]:
-    """{dtype: "step_name: why"} for variant 0 on the current CUDA device (the extension's own pick); "float32" as
+    """{dtype: "kernel_name: why"} for variant 0 on the current CUDA device (the extension's own pick); "float32" as
     TF32 is set now, "float32+tf32" with TF32 allowed; {} when the device cannot be queried (e.g. a driver too old
     for the CUDA runtime: the doctor explains that case)."""
+    from cuda_kernels.ops import matmul_default_kernel
+
     paths = {}
     try:
         for dtype in ("float32", "float32+tf32", "float64", "bfloat16", "float16"):
-            _variant, name, reason = _C._matmul_default_step(dtype, -1)
+            _variant, name, reason = matmul_default_kernel(dtype)
             paths[dtype] = f"{name}: {reason}"
     except RuntimeError:  # torch.AcceleratorError is one; build_info() must describe even a binary that cannot run
         return {}

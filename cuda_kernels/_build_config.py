@@ -274,8 +274,8 @@ def max_jobs(env: Mapping[str, str] = os.environ) -> int:
 
 
 def sources(with_cuda: bool) -> list[str]:
-    """All C++ sources (csrc/api.cpp, csrc/cpu/*.cpp) plus, with CUDA, every csrc/cuda/**/*.cpp and *.cu."""
-    srcs = [os.path.join(CSRC, "api.cpp")] + sorted(glob.glob(os.path.join(CSRC, "cpu", "*.cpp")))
+    """All C++ sources (csrc/*.cpp, csrc/cpu/*.cpp) plus, with CUDA, every csrc/cuda/**/*.cpp and *.cu."""
+    srcs = sorted(glob.glob(os.path.join(CSRC, "*.cpp"))) + sorted(glob.glob(os.path.join(CSRC, "cpu", "*.cpp")))
     if with_cuda:
         cuda_dir = os.path.join(CSRC, "cuda", "**")
         srcs += sorted(glob.glob(os.path.join(cuda_dir, "*.cpp"), recursive=True))

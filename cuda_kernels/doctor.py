@@ -383,7 +383,7 @@ def matmul_paths(gpu_index: int) -> list[str]:
 
     lines = []
     for dtype in ("float32", "float32+tf32", "float64", "bfloat16", "float16"):
-        variant, name, reason = cuda_kernels._C._matmul_default_step(dtype, gpu_index)
+        variant, name, reason = cuda_kernels.ops.matmul_default_kernel(dtype, gpu_index)
         lines.append(f"{dtype}: step {variant} {name} ({reason})")
     return lines
 

@@ -8,7 +8,7 @@ New files: csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths and the
 an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a plain
 at::parallel_for kernel and the input checks both devices run), tests/test_NAME.py (devices x dtypes against a torch
 reference, opcheck, gradcheck, torch.compile, bad input). Insertions, each above a marker line (MARKERS): the
-declarations in csrc/ops.h; the schema, the error-naming wrappers and the CPU and CUDA registrations in
+declarations in csrc/ops.h; the op's name constant, the schema and the CPU and CUDA registrations in
 csrc/api.cpp; the CUDA host function (the input check, then square's elementwise_cuda: guard, output, layout, dtype
 switch) and the kernel header's include in csrc/cuda/ops.cpp; the Python wrapper, fake kernel and autograd formula in
 cuda_kernels/ops.py; the export in cuda_kernels/__init__.py; the benchmark entry in cuda_kernels/bench/table.py.
@@ -62,8 +62,7 @@ BENCH_TABLE = "cuda_kernels/bench/table.py"
 MARKERS = {
     "declarations": "// cuda_kernels.new: declarations above this line",
     "schemas": "// cuda_kernels.new: schemas above this line",
-    "cpu_wrappers": "// cuda_kernels.new: CPU wrappers above this line",
-    "cuda_wrappers": "// cuda_kernels.new: CUDA wrappers above this line",
+    "op_names": "// cuda_kernels.new: op names above this line",
     "cpu_registrations": "// cuda_kernels.new: CPU registrations above this line",
     "cuda_registrations": "// cuda_kernels.new: CUDA registrations above this line",
     "cuda_headers": "// cuda_kernels.new: kernel headers above this line",
@@ -86,17 +85,9 @@ at::Tensor ${name}_cuda(const at::Tensor& x);
 API_SCHEMA = """\
   m.def("${name}(Tensor x) -> Tensor");
 """
-API_CPU_WRAPPER = """\
-at::Tensor ${name}_cpu(const at::Tensor& x) {
-  const auto run = [&] { return cuda_kernels::${name}_cpu(x); };
-  return naming_errors("cuda_kernels.${name}", run);
-}
-"""
-API_CUDA_WRAPPER = """\
-at::Tensor ${name}_cuda(const at::Tensor& x) {
-  const auto run = [&] { return cuda_kernels::${name}_cuda(x); };
-  return naming_errors("cuda_kernels.${name}", run);
-}
+# The op's name as its errors say it, for named<> (csrc/checks.h) in the registrations.
+API_OP_NAME = """\
+constexpr char k${Name}[] = "cuda_kernels.${name}";
 """
 # csrc/cuda/ops.cpp: the kernel header (kept in clang-format's order among the others above the marker) and the
 # host function, square_cuda's twin.
@@ -111,10 +102,10 @@ at::Tensor ${name}_cuda(const at::Tensor& x) {
 
 """
 API_CPU_REGISTRATION = """\
-  m.impl("${name}", &${name}_cpu);
+  m.impl("${name}", named<k${Name}, ${name}_cpu>);
 """
 API_CUDA_REGISTRATION = """\
-  m.impl("${name}", &${name}_cuda);
+  m.impl("${name}", named<k${Name}, ${name}_cuda>);
 """
 OPS_PY_BLOCK = '''\
 # ---------------------------------------------------------------------------------------------------------
@@ -202,8 +193,10 @@ def default_root() -> Path:
 
 
 def render(template: str, name: str) -> str:
-    """template with ${name} replaced by the op's name (string.Template: a stray $ raises)."""
-    return string.Template(template).substitute(name=name)
+    """template with ${name} replaced by the op's name and ${Name} by its CamelCase (scale_shift: ScaleShift), as
+    C++ constants are named (string.Template: a stray $ raises)."""
+    camel = "".join(part.capitalize() for part in name.split("_"))
+    return string.Template(template).substitute(name=name, Name=camel)
 
 
 def check_name(name: str) -> None:
@@ -382,9 +375,8 @@ def make_plan(name: str, root: Path) -> Plan:
     plan.changed_files[OPS_H] = ops_h
     api = _read(root, API_CPP)
     for key, block in (
+        ("op_names", API_OP_NAME),
         ("schemas", API_SCHEMA),
-        ("cpu_wrappers", API_CPU_WRAPPER),
-        ("cuda_wrappers", API_CUDA_WRAPPER),
         ("cpu_registrations", API_CPU_REGISTRATION),
         ("cuda_registrations", API_CUDA_REGISTRATION),
     ):

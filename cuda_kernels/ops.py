@@ -10,6 +10,7 @@ branch), else through _dump.call_and_dump, which saves the arguments of a call t
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -87,16 +88,17 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
 
     Args:
         a: (M, K) and b: (K, N), both float32/float64/float16/bfloat16, same dtype and device, any strides.
-            On CUDA, ladder step 1 reads any strides directly; every other step (and so variant 0) needs row-major
-            inputs and first copies an input that is not contiguous (a transposed view, a slice with a row pitch
-            other than its width, an expanded tensor) into a contiguous temporary. The CPU kernel reads any strides.
-        variant: 0 picks the CUDA kernel for the shape, dtype and GPU (M or N <= 16: step 14, the skinny kernel;
-            otherwise float16/bfloat16: the tensor-core step; float32/float64: step 6;
-            ``cuda_kernels._C._matmul_default_step(dtype_name, device_index)`` says which);
-            N >= 1 forces step N of the kernel ladder (csrc/cuda/matmul/), which must take the dtype (steps 7-12:
-            float16/bfloat16 only; step 13: float32 as TF32, only while torch.backends.cuda.matmul.allow_tf32 is
-            on) and run on the GPU (steps 7-8: compute capability >= 8.0; 9-13: an sm_90a build on compute 9.0),
-            else RuntimeError.
+            On CUDA, kernels 2-8 and 15 need row-major inputs and first copy an input that is not contiguous (a
+            transposed view, a slice with a row pitch other than its width, an expanded tensor) into a contiguous
+            temporary; 01_tiled, the Hopper kernels (9-13) and matvec read transposed views as they are. The CPU
+            kernel reads any strides.
+        variant: 0 picks the CUDA kernel for the shape, dtype and GPU (M or N <= 16: matvec; otherwise
+            float16/bfloat16: the tensor-core kernel, 12_hopper_gemm on the H100; float32: 06_async_pipeline, or
+            tf32_wgmma while TF32 is allowed; float64: fp64_dmma; ``matmul_default_kernel(dtype)`` says which);
+            N >= 1 forces kernel N of the table in csrc/cuda/matmul/dispatch.cpp (``matmul_kernels()``), which
+            must take the dtype (7-12: float16/bfloat16 only; 13: float32 as TF32, only while
+            torch.backends.cuda.matmul.allow_tf32 is on; 15: float64) and run on the GPU (7-8 and 15: compute
+            capability >= 8.0; 9-13: an sm_90a build on compute 9.0), else RuntimeError.
             CPU tensors accept only 0.
     Returns:
         (M, N) contiguous, dtype of the inputs; accumulated in float32 (float64 for float64). K = 0 gives zeros.
@@ -122,21 +124,20 @@ def _matmul_fake(a: Tensor, b: Tensor, variant: int = 0) -> Tensor:
         a.shape[1] == b.shape[0],
         lambda: f"{op}: inner dimensions differ: a is {tuple(a.shape)} and b is {tuple(b.shape)}",
     )
-    # The variant rules of the real kernels: never negative; only 0 on the CPU; on CUDA a step of the ladder.
-    torch._check(variant >= 0, lambda: f"{op}: unknown variant {variant}; use 0 (auto) or a ladder step (>= 1)")
+    # The variant rules of the real kernels: never negative; only 0 on the CPU; on CUDA a kernel of the table.
+    torch._check(variant >= 0, lambda: f"{op}: unknown variant {variant}; use 0 (auto) or a kernel (>= 1)")
     if a.device.type == "cpu":
         torch._check(
             variant == 0, lambda: f"{op}: variant {variant} is a CUDA kernel; the CPU has a single kernel (variant=0)"
         )
     elif a.device.type == "cuda":
-        from cuda_kernels import _C
-
-        steps = len(_C._matmul_variants())
-        torch._check(variant <= steps, lambda: f"{op}: unknown variant {variant}; use 0 (auto) or 1..{steps}")
-        # The dtypes a forced step takes (its compute-capability needs can only be checked on the device).
+        kernels = matmul_kernels()
+        torch._check(
+            variant <= len(kernels), lambda: f"{op}: unknown variant {variant}; use 0 (auto) or 1..{len(kernels)}"
+        )
+        # The dtypes a forced kernel takes (its compute-capability needs can only be checked on the device).
         if variant > 0:
-            takes = dict(_C._matmul_variant_dtypes())[variant]
-            name = dict(_C._matmul_variants())[variant]
+            _, name, takes = kernels[variant - 1]
             got = str(a.dtype).removeprefix("torch.")
             torch._check(
                 got in takes,
@@ -147,18 +148,42 @@ def _matmul_fake(a: Tensor, b: Tensor, variant: int = 0) -> Tensor:
 
 
 def _and_list(names: list[str]) -> str:
-    """["a", "b", "c"] -> "a, b and c", as csrc/checks.h words a step's dtypes."""
+    """["a", "b", "c"] -> "a, b and c", as csrc/cuda/matmul/dispatch.cpp words a kernel's dtypes."""
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def matmul_cuda_variants(dtype: torch.dtype, device: int = -1) -> list[int]:
-    """The CUDA ladder steps that can run `dtype` on CUDA device `device` (-1: the current one), e.g. [1, ..., 8]
-    for bfloat16 on a compute-8.0+ GPU, [1, ..., 6] for float32; [] in a CPU-only build. For tests and tools that
-    cover every step: forcing any other variant raises."""
-    from cuda_kernels import _C
+@functools.cache
+def matmul_kernels() -> list[tuple[int, str, tuple[str, ...]]]:
+    """The CUDA matmul kernels as [(variant, name, dtypes)], in the order of the table in
+    csrc/cuda/matmul/dispatch.cpp: [(1, "01_tiled", ("float32", "float64", "float16", "bfloat16")), ...,
+    (12, "12_hopper_gemm", ("float16", "bfloat16")), (13, "tf32_wgmma", ("float32",)), ...]; [] in a CPU-only build."""
+    variants, names, dtypes = torch.ops.cuda_kernels._matmul_kernels()
+    return [(v, n, tuple(d.split(","))) for v, n, d in zip(variants, names, dtypes, strict=True)]
 
-    name = str(dtype).removeprefix("torch.")
-    return [v for v, _ in _C._matmul_variants() if not _C._matmul_variant_unmet_need(v, name, device)]
+
+def matmul_default_kernel(dtype: torch.dtype | str, device: int = -1) -> tuple[int, str, str]:
+    """The CUDA kernel that variant 0 runs for large outputs of `dtype` on CUDA device `device` (-1: the current
+    one), and why: (12, "12_hopper_gemm", "compute 9.0 (NVIDIA H100 ...), bfloat16: the fastest kernel that runs
+    here; ..."). `dtype` may also be a name: "float32" (TF32 as torch allows it now), "float32+tf32" (allowed).
+    (0, "", why) in a CPU-only build."""
+    return tuple(torch.ops.cuda_kernels._matmul_default_kernel(_dtype_name(dtype), device))
+
+
+def matmul_unmet_need(variant: int, dtype: torch.dtype | str, device: int = -1) -> str:
+    """Why CUDA kernel `variant` cannot run `dtype` on CUDA device `device` (-1: the current one), e.g. "supports
+    float16 and bfloat16, got float32"; "" when it can. RuntimeError for an unknown variant or a CPU-only build."""
+    return torch.ops.cuda_kernels._matmul_unmet_need(variant, _dtype_name(dtype), device)
+
+
+def matmul_cuda_variants(dtype: torch.dtype | str, device: int = -1) -> list[int]:
+    """The CUDA kernels that can run `dtype` on CUDA device `device` (-1: the current one), e.g. [1, ..., 8]
+    for bfloat16 on a compute-8.0+ GPU, [1, ..., 6, 14] for float32; [] in a CPU-only build. For tests and tools
+    that cover every kernel: forcing any other variant raises."""
+    return [v for v, _, _ in matmul_kernels() if not matmul_unmet_need(v, dtype, device)]
+
+
+def _dtype_name(dtype: torch.dtype | str) -> str:
+    return dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
 
 
 def _matmul_setup_context(ctx, inputs, output) -> None:
@@ -168,9 +193,9 @@ def _matmul_setup_context(ctx, inputs, output) -> None:
 
 def _matmul_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
     a, b = ctx.saved_tensors
-    # Both gradients go through the op itself with variant 0, whatever variant the forward used: the forced step
-    # may not take every input (and the gradients need not come from the same step). b.t() and a.t() are
-    # column-major views: on CUDA, variant 0's steps copy them to row-major first (see matmul's docstring).
+    # Both gradients go through the op itself with variant 0, whatever variant the forward used: the forced kernel
+    # may not take every input (and the gradients need not come from the same kernel). b.t() and a.t() are
+    # column-major views, read as they are or copied to row-major first (see matmul's docstring).
     grad_a = torch.ops.cuda_kernels.matmul.default(grad, b.t(), 0) if ctx.needs_input_grad[0] else None
     grad_b = torch.ops.cuda_kernels.matmul.default(a.t(), grad, 0) if ctx.needs_input_grad[1] else None
     return grad_a, grad_b, None

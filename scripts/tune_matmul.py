@@ -161,7 +161,7 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
 
-    ladder = [(int(v), str(n)) for v, n in cuda_kernels._C._matmul_variants()]
+    ladder = [(v, n) for v, n, _ in cuda_kernels.ops.matmul_kernels()]
     if args.variants == "none":
         variants = []
     elif args.variants == "all":

@@ -9,6 +9,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -172,3 +173,19 @@ def rand(*shape: int, dtype: torch.dtype = torch.float32, device: str = "cpu", s
     """Random normal data (never zeros: zeros hide unwritten outputs), generated on the CPU for reproducibility."""
     g = torch.Generator().manual_seed(seed)
     return torch.randn(tuple(shape), generator=g, dtype=torch.float32).to(dtype=dtype, device=device)
+
+
+@pytest.fixture
+def matmul_tuning() -> Iterator[Callable[..., None]]:
+    """Sets tuning knobs of the CUDA matmul kernels for one test (csrc/cuda/matmul/tuning.h): matmul_tuning(
+    config06="...", matvec_cluster_splits=1); None unsets a knob. Every knob the test set is restored after it."""
+    saved: dict[str, str] = {}
+
+    def set_knobs(**knobs: object) -> None:
+        for name, value in knobs.items():
+            previous = torch.ops.cuda_kernels._matmul_tuning(name, "" if value is None else str(value))
+            saved.setdefault(name, previous)
+
+    yield set_knobs
+    for name, previous in saved.items():
+        torch.ops.cuda_kernels._matmul_tuning(name, previous)

@@ -254,14 +254,14 @@ def test_build_info_and_doctor_name_the_matmul_path() -> None:
     assert sorted(info["matmul"]) == ["bfloat16", "float16", "float32", "float32+tf32", "float64"]
     if not torch.backends.cuda.matmul.allow_tf32:
         assert info["matmul"]["float32"].startswith("06_async_pipeline: ")
-    wgmma = cuda_kernels._C._matmul_variant_unmet_need(13, "float32+tf32", -1) == ""
+    wgmma = cuda_kernels.ops.matmul_unmet_need(13, "float32+tf32", -1) == ""
     tf32_path = info["matmul"]["float32+tf32"]
-    assert tf32_path.startswith("13_tf32_wgmma: " if wgmma else "06_async_pipeline: "), tf32_path
+    assert tf32_path.startswith("tf32_wgmma: " if wgmma else "06_async_pipeline: "), tf32_path
     assert "float32 (TF32 allowed)" in tf32_path, tf32_path
     lines = doctor.matmul_paths(torch.cuda.current_device())
     assert len(lines) == 5 and all(" (" in line for line in lines)
     if torch.cuda.get_device_capability() >= (8, 0):
-        variant, name, reason = cuda_kernels._C._matmul_default_step("bfloat16", -1)
+        variant, name, reason = cuda_kernels.ops.matmul_default_kernel("bfloat16")
         assert variant >= 7 and info["matmul"]["bfloat16"] == f"{name}: {reason}"
 
 
@@ -270,8 +270,8 @@ def test_build_info_survives_a_gpu_that_cannot_be_queried(monkeypatch) -> None:
     binary (the session check and the doctor call it first), with no matmul path."""
     import cuda_kernels
 
-    def fail(dtype_name: str, device_index: int = -1):
+    def fail(dtype, device: int = -1):
         raise RuntimeError("CUDA error: CUDA driver version is insufficient for CUDA runtime version")
 
-    monkeypatch.setattr(cuda_kernels._C, "_matmul_default_step", fail, raising=False)
+    monkeypatch.setattr(cuda_kernels.ops, "matmul_default_kernel", fail)
     assert cuda_kernels._matmul_paths() == {}

@@ -1,12 +1,12 @@
-"""Every step of the CUDA matmul ladder (csrc/cuda/matmul/), forced with variant=N, against float64 references:
-every dtype the step takes (the tensor-core steps 7-12: float16/bfloat16; step 13: float32 as TF32), edge tiles,
+"""Every CUDA matmul kernel (csrc/cuda/matmul/: the ladder's steps 1-12 and the special cases 13-15), forced with
+variant=N, against float64 references: every dtype the kernel takes (the tensor-core steps 7-12: float16/bfloat16;
+tf32_wgmma: float32 as TF32; fp64_dmma: float64), edge tiles,
 non-contiguous and misaligned inputs, grid limits, long K; plus the variant list, variant 0's pick, and the errors
 for variants that cannot run (unknown, a dtype the step does not take, TF32 not allowed)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterator
 
@@ -15,15 +15,16 @@ import torch
 from conftest import EXT_HAS_CUDA, rand, requires_cuda, requires_profiler
 
 import cuda_kernels
+from cuda_kernels.ops import matmul_default_kernel, matmul_kernels, matmul_unmet_need
 from cuda_kernels.testing import check_matmul
 
 OP = "cuda_kernels.matmul"
-CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
+TUNING = "cuda_kernels.matmul_tuning"
 
 
 def ladder() -> list[tuple[int, str]]:
     """[(variant, name)] as the extension reports them; empty in a CPU-only build."""
-    return [(int(v), str(n)) for v, n in cuda_kernels._C._matmul_variants()]
+    return [(v, n) for v, n, _ in matmul_kernels()]
 
 
 VARIANTS = [v for v, _ in ladder()] if EXT_HAS_CUDA else []
@@ -64,13 +65,13 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 # The dtypes each step takes, as the extension declares them: {variant: [dtype name]}.
-STEP_DTYPES = {int(v): list(names) for v, names in cuda_kernels._C._matmul_variant_dtypes()} if EXT_HAS_CUDA else {}
-# The steps that compute float32 in TF32 (their names say so; test_tf32_step_needs_tf32_allowed checks that they
+STEP_DTYPES = {v: list(dtypes) for v, _, dtypes in matmul_kernels()} if EXT_HAS_CUDA else {}
+# The kernels that compute float32 in TF32 (their names say so; test_tf32_step_needs_tf32_allowed checks that they
 # refuse to run while TF32 is off). Their cases run with TF32 allowed and are checked against the TF32 bound.
-TF32_STEPS = {v for v, name in NAMES.items() if "_tf32" in name}
-# The steps made for skinny outputs (M or N <= 16), which variant 0 takes for those shapes only.
-SKINNY_STEPS = {v for v, name in NAMES.items() if "_skinny" in name}
-# The float64 tensor-core steps (mma.sync .f64, compute >= 8.0).
+TF32_STEPS = {v for v, name in NAMES.items() if "tf32" in name}
+# The kernel made for skinny outputs (M or N <= 16), which variant 0 takes for those shapes only.
+SKINNY_STEPS = {v for v, name in NAMES.items() if name == "matvec"}
+# The float64 tensor-core kernel (mma.sync .f64, compute >= 8.0).
 DMMA_STEPS = {v for v, name in NAMES.items() if "_dmma" in name}
 SKINNY_MAX_SIDE = 16
 
@@ -111,7 +112,7 @@ def runs(variant: int, dtype: torch.dtype) -> bool:
     if not torch.cuda.is_available():
         return _dtype_name(dtype) in STEP_DTYPES[variant]
     name = "float32+tf32" if _tf32(variant, dtype) else _dtype_name(dtype)
-    return not cuda_kernels._C._matmul_variant_unmet_need(variant, name, -1)
+    return not matmul_unmet_need(variant, name, -1)
 
 
 def step_dtype_params(variants: list[int], dtypes: list[torch.dtype]) -> list:
@@ -234,24 +235,24 @@ def test_step_rejects_unsupported_dtype(variant, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_default_step(dtype):
-    """_C._matmul_default_step says which step variant 0 runs: the last step of the ladder that can run the dtype
-    here (float16/bfloat16 on compute >= 8.0: a tensor-core step; float64 on compute >= 8.0: step 15; float32 with
+    """matmul_default_kernel says which kernel variant 0 runs: the last of the table that can run the dtype
+    here (float16/bfloat16 on compute >= 8.0: a tensor-core step; float64 on compute >= 8.0: fp64_dmma; float32 with
     TF32 off, float64 before compute 8.0: step 6); variant 0 then gives bit for bit what forcing that step gives."""
     with allow_tf32(False):
-        variant, name, reason = cuda_kernels._C._matmul_default_step(_dtype_name(dtype), -1)
+        variant, name, reason = matmul_default_kernel(dtype)
         large = [v for v in VARIANTS if runs(v, dtype) and not _tf32(v, dtype) and v not in SKINNY_STEPS]
         assert (variant, name) == (max(large), NAMES[variant])
         major, minor = torch.cuda.get_device_capability()
         assert reason.startswith(f"compute {major}.{minor} ({torch.cuda.get_device_name()})"), reason
         if dtype == torch.float64 and (major, minor) >= (8, 0):
-            assert name == "15_dmma", (name, reason)
+            assert name == "fp64_dmma", (name, reason)
             assert "skipped" not in reason, reason
         elif dtype in (torch.float32, torch.float64):
             assert name == "06_async_pipeline", (name, reason)
             # Steps that never take the dtype are not listed as skipped; every SIMT step can run here, and for
             # float32 the TF32 step is skipped, saying why.
             if dtype == torch.float32:
-                assert "; skipped 13_tf32_wgmma (computes float32 in TF32" in reason, reason
+                assert "; skipped tf32_wgmma (computes float32 in TF32" in reason, reason
                 assert ", " not in reason.split("; skipped ")[1].split(" (")[0], reason  # no other step
             else:
                 assert "skipped" not in reason, reason
@@ -271,15 +272,15 @@ def test_default_step(dtype):
     "mnk", [(1, 300, 264), (16, 520, 264), (300, 1, 264), (300, 16, 65), (17, 520, 264), (300, 17, 264)], ids=str
 )
 def test_default_step_skinny(dtype, mnk):
-    """Variant 0 takes the skinny step for outputs with M or N <= 16 (bit for bit what forcing it gives), and the
-    large-output pick otherwise; build_info's reason names the skinny step."""
+    """Variant 0 takes matvec for outputs with M or N <= 16 (bit for bit what forcing it gives), and the
+    large-output pick otherwise; build_info's reason names matvec."""
     (skinny,) = SKINNY_STEPS
     m, n, k = mnk
     a = rand(m, k, dtype=dtype, device="cuda", seed=_seed("skinny", dtype, mnk, "a"))
     b = rand(k, n, dtype=dtype, device="cuda", seed=_seed("skinny", dtype, mnk, "b"))
     with allow_tf32(False):
         out = cuda_kernels.matmul(a, b)
-        large, _, reason = cuda_kernels._C._matmul_default_step(_dtype_name(dtype), -1)
+        large, _, reason = matmul_default_kernel(dtype)
         pick = skinny if min(m, n) <= SKINNY_MAX_SIDE else large
         torch.testing.assert_close(out, cuda_kernels.matmul(a, b, variant=pick), rtol=0, atol=0)
     assert f"outputs with M or N <= {SKINNY_MAX_SIDE} take {NAMES[skinny]}" in reason, reason
@@ -287,7 +288,7 @@ def test_default_step_skinny(dtype, mnk):
 
 
 def _skinny_kernels(a: torch.Tensor, b: torch.Tensor) -> set[str]:
-    """Names of the step-14 kernels that one forced call of the skinny step runs (the result is checked too)."""
+    """Names of the matvec kernels that one forced call of it runs (the result is checked too)."""
     from torch.profiler import ProfilerActivity, profile
 
     (skinny,) = SKINNY_STEPS
@@ -296,35 +297,30 @@ def _skinny_kernels(a: torch.Tensor, b: torch.Tensor) -> set[str]:
         torch.cuda.synchronize()
     assert_step_close(out, a, b, skinny)
     return {
-        re.search(r"matmul_kernel_14_skinny_[a-z]+", e.name).group() for e in prof.events() if "_14_skinny" in e.name
+        re.search(r"matmul_kernel_matvec_[a-z]+", e.name).group() for e in prof.events() if "_matvec_" in e.name
     }
 
 
 @requires_cuda
 @pytest.mark.gpu
 @requires_profiler
-def test_skinny_blocks_per_sm_switch(monkeypatch):
-    """CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM sets how far step 14 splits K: 1 block per SM leaves a 1 x 65536 x 512
+def test_skinny_blocks_per_sm_switch(matmul_tuning):
+    """The matvec_blocks_per_sm knob sets how far matvec splits K: 1 block per SM leaves a 1 x 65536 x 512
     product (512 column tiles) unsplit, so no reduction kernel runs; 64 splits it (clusters off, so the splits add
     up in the reduce kernel). A bad value is a clear error."""
-    monkeypatch.setenv(CLUSTER_ENV, "1")
+    matmul_tuning(matvec_cluster_splits=1)
     a = rand(1, 512, device="cuda", seed=_seed("bps", "a"))
     b = rand(512, 65536, device="cuda", seed=_seed("bps", "b"))
-    monkeypatch.setenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", "1")
-    assert _skinny_kernels(a, b) == {"matmul_kernel_14_skinny_rows"}
-    monkeypatch.setenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", "64")
-    assert _skinny_kernels(a, b) == {"matmul_kernel_14_skinny_rows", "matmul_kernel_14_skinny_reduce"}
-    monkeypatch.setenv("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", "zero")
-    with pytest.raises(RuntimeError, match=rf"{OP}: CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM=zero is not a positive"):
-        cuda_kernels.matmul(a, b, variant=min(SKINNY_STEPS))
-
-
-MMA_ROWS_ENV = "CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS"
-CLUSTER_ENV = "CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS"
+    matmul_tuning(matvec_blocks_per_sm=1)
+    assert _skinny_kernels(a, b) == {"matmul_kernel_matvec_rows"}
+    matmul_tuning(matvec_blocks_per_sm=64)
+    assert _skinny_kernels(a, b) == {"matmul_kernel_matvec_rows", "matmul_kernel_matvec_reduce"}
+    with pytest.raises(RuntimeError, match=rf"{TUNING}: matvec_blocks_per_sm=zero is not a positive integer"):
+        matmul_tuning(matvec_blocks_per_sm="zero")
 
 
 def _clusters_here() -> bool:
-    """Whether step 14 adds up its K splits in clusters here: an sm_90+ GPU and a build with sm_90+ code."""
+    """Whether matvec adds up its K splits in clusters here: an sm_90+ GPU and a build with sm_90+ code."""
     cc = torch.cuda.get_device_capability()
     built = [
         tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", arch).groups()) for arch in cuda_kernels.build_info()["archs"]
@@ -335,13 +331,13 @@ def _clusters_here() -> bool:
 @requires_cuda
 @requires_profiler
 @pytest.mark.gpu
-def test_skinny_cluster_switch(monkeypatch):
-    """On sm_90 step 14's K splits form a cluster and add up in distributed shared memory: one kernel, no reduce
+def test_skinny_cluster_switch(matmul_tuning):
+    """On sm_90 matvec's K splits form a cluster and add up in distributed shared memory: one kernel, no reduce
     kernel (every result checked against the reference), except where the reduce kernel measured faster (float64,
-    "rows" at more than 8 rows). CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS caps the splits of a cluster (1: clusters
+    "rows" at more than 8 rows). The matvec_cluster_splits knob caps the splits of a cluster (1: clusters
     off, the reduce kernel runs; up to 16 on an H100); a bad value is a clear error. On older GPUs the reduce kernel
     always runs."""
-    cases = {  # name: (a, b) of a product whose K step 14 splits, whether it takes clusters where there are any
+    cases = {  # name: (a, b) of a product whose K matvec splits, whether it takes clusters where there are any
         "rows": (rand(1, 4096, seed=_seed("cl", 1)), rand(4096, 1024, seed=_seed("cl", 2)), True),
         "rows8": (rand(8, 4096, seed=_seed("cl", 3)), rand(4096, 1024, seed=_seed("cl", 4)), True),
         "rows16": (rand(16, 4096, seed=_seed("cl", 3)), rand(4096, 1024, seed=_seed("cl", 4)), False),
@@ -359,18 +355,17 @@ def test_skinny_cluster_switch(monkeypatch):
     }
     for name, (a, b, takes) in cases.items():
         a, b = a.cuda(), b.cuda()
-        monkeypatch.delenv(CLUSTER_ENV, raising=False)
+        matmul_tuning(matvec_cluster_splits=None)
         kernels = _skinny_kernels(a, b)
-        assert ("matmul_kernel_14_skinny_reduce" in kernels) != (takes and _clusters_here()), (name, kernels)
-        monkeypatch.setenv(CLUSTER_ENV, "1")
-        assert "matmul_kernel_14_skinny_reduce" in _skinny_kernels(a, b), name
+        assert ("matmul_kernel_matvec_reduce" in kernels) != (takes and _clusters_here()), (name, kernels)
+        matmul_tuning(matvec_cluster_splits=1)
+        assert "matmul_kernel_matvec_reduce" in _skinny_kernels(a, b), name
         if takes and _clusters_here():
             for cap in ("2", "16"):  # few splits, and the non-portable size
-                monkeypatch.setenv(CLUSTER_ENV, cap)
-                assert "matmul_kernel_14_skinny_reduce" not in _skinny_kernels(a, b), (name, cap)
-    monkeypatch.setenv(CLUSTER_ENV, "0")
-    with pytest.raises(RuntimeError, match=rf"{OP}: {CLUSTER_ENV}=0 is not a positive number of splits"):
-        cuda_kernels.matmul(*[t.cuda() for t in cases["rows"][:2]], variant=min(SKINNY_STEPS))
+                matmul_tuning(matvec_cluster_splits=cap)
+                assert "matmul_kernel_matvec_reduce" not in _skinny_kernels(a, b), (name, cap)
+    with pytest.raises(RuntimeError, match=rf"{TUNING}: matvec_cluster_splits=0 is not a positive integer"):
+        matmul_tuning(matvec_cluster_splits=0)
 
 
 # (S, K, L) for the CUDA-core "rows" kernel in float32 / float64: S on both sides of 4 and 8 rows (P by broadcast
@@ -384,12 +379,12 @@ ROWS_SHAPES = [(s, k, n) for s in (1, 3, 5, 8, 9, 16) for k, n in [(3, 8), (100,
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("clusters", ["default", "off"])
 @pytest.mark.parametrize("q_layout", ["rows", "strided"])
-def test_skinny_rows_shapes(monkeypatch, dtype, clusters, q_layout):
+def test_skinny_rows_shapes(matmul_tuning, dtype, clusters, q_layout):
     """The "rows" kernel gives the product at every S <= 16 (P by broadcast loads up to 4 rows, staged in shared
     memory from 5), K tails and splits, L tails, with Q's rows 16-byte loads or (a strided Q) element by element, P
     contiguous or transposed, with the splits added in clusters (sm_90) or by the reduce kernel."""
     if clusters == "off":
-        monkeypatch.setenv(CLUSTER_ENV, "1")
+        matmul_tuning(matvec_cluster_splits=1)
     (skinny,) = SKINNY_STEPS
     for s, k, n in ROWS_SHAPES:
         seed = _seed("rows-shapes", dtype, s, k, n)
@@ -406,27 +401,26 @@ def test_skinny_rows_shapes(monkeypatch, dtype, clusters, q_layout):
 @requires_cuda
 @requires_profiler
 @pytest.mark.gpu
-def test_skinny_mma_switch(monkeypatch):
-    """Step 14 runs 16-bit problems on the tensor cores ("mma" kernel, compute >= 8.0) at every S, in both layouts
-    of Q (B row-major: "rows"; A row-major with the short side N: "cols", K % 8 == 0); CUDA_KERNELS_MATMUL_14_MMA_
-    MIN_ROWS sets the fewest rows it takes (17: never), a bad value is a clear error."""
+def test_skinny_mma_switch(matmul_tuning):
+    """matvec runs 16-bit problems on the tensor cores ("mma" kernel, compute >= 8.0) at every S, in both layouts
+    of Q (B row-major: "rows"; A row-major with the short side N: "cols", K % 8 == 0); the matvec_mma_min_rows knob
+    sets the fewest rows it takes (17: never), a bad value is a clear error."""
     if torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("the mma kernel needs compute >= 8.0")
     a = rand(16, 4096, dtype=torch.bfloat16, device="cuda", seed=_seed("mma", "a"))
     b = rand(4096, 1024, dtype=torch.bfloat16, device="cuda", seed=_seed("mma", "b"))
-    assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(a, b)
-    assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(a[:1], b)
+    assert "matmul_kernel_matvec_mma" in _skinny_kernels(a, b)
+    assert "matmul_kernel_matvec_mma" in _skinny_kernels(a[:1], b)
     w = b.t().contiguous()  # (1024, 4096) row-major: w @ a.t() is 1024 x 16 with Q = w^T k-contiguous ("cols")
-    assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(w, a.t())
-    assert "matmul_kernel_14_skinny_cols" in _skinny_kernels(w[:, :4095], a.t()[:4095])  # K % 8 != 0
-    monkeypatch.setenv(MMA_ROWS_ENV, "17")
-    assert "matmul_kernel_14_skinny_rows" in _skinny_kernels(a, b)
-    monkeypatch.setenv(MMA_ROWS_ENV, "5")
-    assert "matmul_kernel_14_skinny_rows" in _skinny_kernels(a[:4], b)
-    assert "matmul_kernel_14_skinny_mma" in _skinny_kernels(a[:5], b)
-    monkeypatch.setenv(MMA_ROWS_ENV, "-2")
-    with pytest.raises(RuntimeError, match=rf"{OP}: {MMA_ROWS_ENV}=-2 is not a positive number of rows"):
-        cuda_kernels.matmul(a, b, variant=min(SKINNY_STEPS))
+    assert "matmul_kernel_matvec_mma" in _skinny_kernels(w, a.t())
+    assert "matmul_kernel_matvec_cols" in _skinny_kernels(w[:, :4095], a.t()[:4095])  # K % 8 != 0
+    matmul_tuning(matvec_mma_min_rows=17)
+    assert "matmul_kernel_matvec_rows" in _skinny_kernels(a, b)
+    matmul_tuning(matvec_mma_min_rows=5)
+    assert "matmul_kernel_matvec_rows" in _skinny_kernels(a[:4], b)
+    assert "matmul_kernel_matvec_mma" in _skinny_kernels(a[:5], b)
+    with pytest.raises(RuntimeError, match=rf"{TUNING}: matvec_mma_min_rows=-2 is not a positive integer"):
+        matmul_tuning(matvec_mma_min_rows=-2)
 
 
 # (S, K, L) for the mma kernel: every S, K not a multiple of the 64-deep slab (and K % 8 != 0, which the "cols"
@@ -441,13 +435,13 @@ MMA_SHAPES = [(s, k, n) for s in (1, 2, 5, 8, 9, 15, 16) for k, n in MMA_KL]
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("p_layout", ["rows", "transposed"])
 @pytest.mark.parametrize("q_layout", ["rows", "cols"])
-def test_skinny_mma_shapes(monkeypatch, dtype, p_layout, q_layout):
+def test_skinny_mma_shapes(matmul_tuning, dtype, p_layout, q_layout):
     """The mma kernel (taking every S, as by default) gives the product at every S <= 16, K tails and splits, L
     tails, with Q (the big operand) in either layout and P (the small one) in either layout: 16-byte copies of P or
     element by element. "cols": C = A B with N = S, i.e. C^T = B^T A^T, Q = A^T."""
     if torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("the mma kernel needs compute >= 8.0")
-    monkeypatch.setenv(MMA_ROWS_ENV, "1")
+    matmul_tuning(matvec_mma_min_rows=1)
     (skinny,) = SKINNY_STEPS
     for s, k, n in MMA_SHAPES:
         seed = _seed("mma-shapes", dtype, p_layout, s, k, n)
@@ -465,7 +459,7 @@ def test_skinny_mma_shapes(monkeypatch, dtype, p_layout, q_layout):
 @requires_cuda
 @pytest.mark.gpu
 def test_tf32_step_needs_tf32_allowed():
-    """Step 13 computes float32 in TF32, so it runs only while torch allows TF32 for matmul (as torch.mm then uses
+    """tf32_wgmma computes float32 in TF32, so it runs only while torch allows TF32 for matmul (as torch.mm then uses
     TF32): forced with TF32 off it raises, saying how to allow it; variant 0 picks it only with TF32 allowed (where
     the binary and GPU have wgmma) and then gives bit for bit what forcing it gives, within the TF32 bound (which
     the float32 bound is not: the results are really TF32)."""
@@ -473,16 +467,16 @@ def test_tf32_step_needs_tf32_allowed():
     b = rand(264, 520, device="cuda", seed=_seed("tf32", "b"))
     (step,) = TF32_STEPS
     with allow_tf32(False):
-        why = cuda_kernels._C._matmul_variant_unmet_need(step, "float32", -1)
+        why = matmul_unmet_need(step, "float32", -1)
         assert "computes float32 in TF32, which torch does not allow now" in why, why
-        assert cuda_kernels._C._matmul_variant_unmet_need(step, "float32+tf32", -1) != why
-        with pytest.raises(RuntimeError, match=rf"{OP}: variant {step} \(13_tf32_wgmma\) computes float32 in TF32"):
+        assert matmul_unmet_need(step, "float32+tf32", -1) != why
+        with pytest.raises(RuntimeError, match=rf"{OP}: variant {step} \(tf32_wgmma\) computes float32 in TF32"):
             cuda_kernels.matmul(a, b, variant=step)
-        assert cuda_kernels._C._matmul_default_step("float32", -1)[0] == 6
+        assert matmul_default_kernel("float32")[0] == 6
     wgmma = runs(step, torch.float32)
     with allow_tf32(True):
-        variant, name, reason = cuda_kernels._C._matmul_default_step("float32", -1)
-        assert cuda_kernels._C._matmul_default_step("float32+tf32", -1) == (variant, name, reason)
+        variant, name, reason = matmul_default_kernel("float32")
+        assert matmul_default_kernel("float32+tf32") == (variant, name, reason)
         assert "float32 (TF32 allowed)" in reason, reason
         assert variant == (step if wgmma else 6), (variant, name, reason)
         out = cuda_kernels.matmul(a, b)
@@ -494,13 +488,13 @@ def test_tf32_step_needs_tf32_allowed():
 
 def test_default_step_names_dtypes():
     if not EXT_HAS_CUDA:
-        assert cuda_kernels._C._matmul_default_step("bfloat16", -1) == (0, "", "the extension was built without CUDA")
+        assert matmul_default_kernel("bfloat16") == (0, "", "the extension was built without CUDA")
     elif torch.cuda.is_available():
         unknown = rf"{OP}: unknown dtype name 'int8'; use float32, float32\+tf32, float64, float16"
         with pytest.raises(RuntimeError, match=unknown):
-            cuda_kernels._C._matmul_default_step("int8", -1)
+            matmul_default_kernel("int8")
         for alias, name in [("torch.bfloat16", "bfloat16"), ("half", "float16"), ("float", "float32")]:
-            assert cuda_kernels._C._matmul_default_step(alias) == cuda_kernels._C._matmul_default_step(name, -1)
+            assert matmul_default_kernel(alias) == matmul_default_kernel(name, -1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -620,29 +614,27 @@ def test_step_output_over_2_31_elements(variant):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Step 6's tile configurations (CUDA_KERNELS_MATMUL_06_CONFIG forces one; tuning builds compile more)
+# Step 6's tile configurations (the config06 knob forces one; tuning builds compile more)
 
 
-def _step6_configs() -> list[str]:
-    a, b = rand(4, 4, device="cuda"), rand(4, 4, device="cuda")
-    os.environ[CONFIG_ENV] = "no-such-config"
-    try:
-        with pytest.raises(RuntimeError, match=rf"{OP}: {CONFIG_ENV}=no-such-config is not a compiled") as info:
-            cuda_kernels.matmul(a, b, variant=6)
-    finally:
-        del os.environ[CONFIG_ENV]
-    names = str(info.value).split("available: ")[1].split("\n")[0]
-    return [s.strip() for s in names.split(",")]
+def _compiled_configs(set_knob, knob: str, variant: int, dtype: torch.dtype) -> list[str]:
+    """The configurations a launcher has compiled, as its error for an unknown one lists them."""
+    a, b = rand(4, 4, dtype=dtype, device="cuda"), rand(4, 4, dtype=dtype, device="cuda")
+    set_knob(**{knob: "no-such-config"})
+    with pytest.raises(RuntimeError, match=rf"{OP}: tuning knob {knob}=no-such-config is not a compiled") as info:
+        cuda_kernels.matmul(a, b, variant=variant)
+    set_knob(**{knob: None})
+    return [s.strip() for s in str(info.value).split("available: ")[1].split("\n")[0].split(",")]
 
 
 @requires_cuda
 @pytest.mark.gpu
-def test_step6_every_config(monkeypatch):
-    configs = _step6_configs()
+def test_step6_every_config(matmul_tuning):
+    configs = _compiled_configs(matmul_tuning, "config06", 6, torch.float32)
     # The two the launcher picks from (big tiles, and 16-row tiles for M <= 16); more with -DCUDA_KERNELS_MATMUL_TUNING.
     assert len(configs) >= 2, configs
     for name in configs:
-        monkeypatch.setenv(CONFIG_ENV, name)
+        matmul_tuning(config06=name)
         for m, n, k in [(1, 4, 1), (129, 260, 63), (300, 516, 100)]:
             try:
                 _mm_case(6, torch.float32, m, n, k)
@@ -650,40 +642,26 @@ def test_step6_every_config(monkeypatch):
                 raise AssertionError(f"configuration {name}, shape {m}x{n}x{k}: {e}") from e
 
 
-# Step 15's pipeline configurations (CUDA_KERNELS_MATMUL_15_CONFIG forces one; tuning builds compile more)
-
-DMMA_CONFIG_ENV = "CUDA_KERNELS_MATMUL_15_CONFIG"
-
-
-def _step15_configs() -> list[str]:
-    (step,) = DMMA_STEPS
-    a, b = rand(4, 4, dtype=torch.float64, device="cuda"), rand(4, 4, dtype=torch.float64, device="cuda")
-    os.environ[DMMA_CONFIG_ENV] = "no-such-config"
-    try:
-        with pytest.raises(RuntimeError, match=rf"{OP}: {DMMA_CONFIG_ENV}=no-such-config is not a compiled") as info:
-            cuda_kernels.matmul(a, b, variant=step)
-    finally:
-        del os.environ[DMMA_CONFIG_ENV]
-    return [s.strip() for s in str(info.value).split("available: ")[1].split("\n")[0].split(",")]
+# fp64_dmma's pipeline configurations (the config_fp64 knob forces one; tuning builds compile more)
 
 
 @requires_cuda
 @pytest.mark.gpu
-def test_step15_every_config(monkeypatch):
-    """Every compiled configuration of step 15 gives the product (slab tails, pipelines longer and shorter than K,
+def test_fp64_dmma_every_config(matmul_tuning):
+    """Every compiled configuration of fp64_dmma gives the product (slab tails, pipelines longer and shorter than K,
     odd K and N for the 8-byte copies), or refuses with a clear error where the GPU lacks the shared memory."""
     if not DMMA_STEPS or not runs(min(DMMA_STEPS), torch.float64):
-        pytest.skip("step 15 needs compute >= 8.0")
+        pytest.skip("fp64_dmma needs compute >= 8.0")
     (step,) = DMMA_STEPS
-    configs = _step15_configs()
+    configs = _compiled_configs(matmul_tuning, "config_fp64", step, torch.float64)
     assert configs[:3] == ["bk32_s3", "bk16_s4", "bk16_s2"], configs
     optin = torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin
     for name in configs:
-        monkeypatch.setenv(DMMA_CONFIG_ENV, name)
+        matmul_tuning(config_fp64=name)
         bk, stages = (int(x) for x in re.findall(r"\d+", name))
         smem = stages * (128 * (bk + 4) + bk * (128 + 4)) * 8
         if smem > optin:
-            with pytest.raises(RuntimeError, match=rf"{OP}: {DMMA_CONFIG_ENV}={name} needs {smem} bytes"):
+            with pytest.raises(RuntimeError, match=rf"{OP}: tuning knob config_fp64={name} needs {smem} bytes"):
                 _mm_case(step, torch.float64, 64, 64, 64)
             continue
         for m, n, k in [(1, 4, 1), (129, 260, 63), (300, 516, 100), (130, 257, 999)]:
@@ -710,9 +688,9 @@ def test_step6_split_k(variant, dtype, mnk):
 @requires_cuda
 @pytest.mark.gpu
 @pytest.mark.parametrize("splits", [1, 2, 3, 7, 64, 100000])
-def test_step6_forced_splits(monkeypatch, splits):
-    """CUDA_KERNELS_MATMUL_06_SPLITS forces the split-K factor (clamped to K); every factor gives the product."""
-    monkeypatch.setenv("CUDA_KERNELS_MATMUL_06_SPLITS", str(splits))
+def test_step6_forced_splits(matmul_tuning, splits):
+    """The splits06 knob forces the split-K factor (clamped to K); every factor gives the product."""
+    matmul_tuning(splits06=splits)
     for m, n, k in [(33, 132, 1000), (1, 8, 3), (260, 128, 97)]:
         _mm_case(6, torch.float32, m, n, k)
 

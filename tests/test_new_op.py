@@ -174,10 +174,9 @@ def test_generates_files_and_insertions(repo, capsys):
     assert above(new.OPS_H, "declarations").rstrip().endswith("at::Tensor scale2_cuda(const at::Tensor& x);")
     assert "void check_scale2_input(const at::Tensor& x);" in text(new.OPS_H)
     assert above(new.API_CPP, "schemas").endswith('  m.def("scale2(Tensor x) -> Tensor");')
-    assert above(new.API_CPP, "cpu_wrappers").endswith('return naming_errors("cuda_kernels.scale2", run);\n}')
-    assert above(new.API_CPP, "cuda_wrappers").endswith('return naming_errors("cuda_kernels.scale2", run);\n}')
-    assert above(new.API_CPP, "cpu_registrations").endswith('  m.impl("scale2", &scale2_cpu);')
-    assert above(new.API_CPP, "cuda_registrations").endswith('  m.impl("scale2", &scale2_cuda);')
+    assert above(new.API_CPP, "op_names").endswith('constexpr char kScale2[] = "cuda_kernels.scale2";')
+    assert above(new.API_CPP, "cpu_registrations").endswith('  m.impl("scale2", named<kScale2, scale2_cpu>);')
+    assert above(new.API_CPP, "cuda_registrations").endswith('  m.impl("scale2", named<kScale2, scale2_cuda>);')
     assert above(new.CUDA_OPS_CPP, "cuda_headers").endswith('#include "cuda/scale2.h"')
     host = above(new.CUDA_OPS_CPP, "cuda_host").rstrip()
     assert host.endswith("  return elementwise_cuda(x, kernels::kThreads, launch);\n}")
@@ -217,8 +216,8 @@ def test_second_op_goes_after_the_first(repo, capsys):
     api = (repo / new.API_CPP).read_text()
     for first, second in [
         ('m.def("op2(', 'm.def("op10('),
-        ("at::Tensor op2_cpu(", "at::Tensor op10_cpu("),
-        ('m.impl("op2", &op2_cuda)', 'm.impl("op10", &op10_cuda)'),
+        ("constexpr char kOp2[]", "constexpr char kOp10[]"),
+        ('m.impl("op2", named<kOp2, op2_cuda>)', 'm.impl("op10", named<kOp10, op10_cuda>)'),
     ]:
         assert api.index(first) < api.index(second)
     ops_py = (repo / new.OPS_PY).read_text()

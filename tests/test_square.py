@@ -237,7 +237,7 @@ import sys
 import torch
 import cuda_kernels
 
-print("TORCH", torch.backends.cpu.get_cpu_capability(), "OURS", cuda_kernels._C._cpu_capability(), flush=True)
+print("TORCH", torch.backends.cpu.get_cpu_capability(), "OURS", torch.ops.cuda_kernels._cpu_capability(), flush=True)
 if sys.argv[1] != "sweep":
     sys.exit(0)
 special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e20, 1e-20, 1e-30, -3.0, 65504.0])

@@ -17,7 +17,7 @@ constexpr int64_t kGrainSize = at::internal::GRAIN_SIZE;
 // opmath type), multiplies there and rounds back once to nearest-even: what torch.square computes (and exact: an
 // 11- or 8-bit significand squared fits in float's 24 bits before the one rounding). Widening by hand instead
 // (convert_to_float, lo * lo, hi * hi, convert_from_float) was slower for bfloat16 at 2^20 elements
-// (docs/benchmarks.md, "Results: CPU square").
+// (docs/benchmarks.md, "square's launch shape").
 template <typename scalar_t>
 at::vec::Vectorized<scalar_t> square_vec(const at::vec::Vectorized<scalar_t>& v) {
   return v * v;
@@ -26,7 +26,7 @@ at::vec::Vectorized<scalar_t> square_vec(const at::vec::Vectorized<scalar_t>& v)
 // out[i] = in[i]^2 for i in [0, n): float/double two registers per iteration (both loads issued before either
 // store, as torch's vectorized loop does), then single registers, then one partial register for the last
 // n % size() elements. float16/bfloat16 go one register at a time: two at once made bfloat16 slower on both a
-// 16-core and a 2-core AVX-512 machine (docs/benchmarks.md, "Results: CPU square").
+// 16-core and a 2-core AVX-512 machine (docs/benchmarks.md, "square's launch shape").
 template <typename scalar_t>
 void square_span(const scalar_t* in, scalar_t* out, int64_t n) {
   using Vec = at::vec::Vectorized<scalar_t>;

@@ -1,20 +1,16 @@
-// The CUDA ops as registered in csrc/api.cpp: validation, device guard and output allocation (host code built by
-// the C++ compiler), then the kernel launchers of csrc/cuda/*.cu, which include no ATen header.
-#include <ATen/Context.h>
+// The CUDA host functions of the elementwise ops (square, and every op `python -m cuda_kernels.new` adds), as
+// registered in csrc/api.cpp: validation, device guard and output allocation (host code built by the C++ compiler),
+// then the op's kernel launcher in csrc/cuda/<op>.cu, which includes no ATen header. matmul's host function is in
+// csrc/cuda/matmul/dispatch.cpp.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <functional>
-#include <mutex>
-#include <string>
 #include <vector>
 
 #include "checks.h"
@@ -94,108 +90,5 @@ at::Tensor square_cuda(const at::Tensor& x) {
 }
 
 // cuda_kernels.new: CUDA host functions above this line
-
-std::vector<std::pair<int64_t, std::string>> matmul_cuda_variants() {
-  std::vector<std::pair<int64_t, std::string>> out;
-  for (const matmul_ladder::Step& s : matmul_cuda_ladder()) out.emplace_back(s.variant, s.name);
-  return out;
-}
-
-namespace {
-
-// The GPU at `device` (-1: the current one) as the ladder's checks see it, read once per device (every matmul call
-// asks).
-const matmul_ladder::GpuInfo& gpu_info(int64_t device) {
-  const int64_t count = c10::cuda::device_count();
-  TORCH_CHECK(device >= -1 && device < count, "cuda_kernels.matmul: no CUDA device ", device, " (", count, " visible)");
-  const int index = device == -1 ? c10::cuda::current_device() : static_cast<int>(device);
-  constexpr int kMaxDevices = 64;
-  static std::once_flag read[kMaxDevices];
-  static matmul_ladder::GpuInfo cache[kMaxDevices];
-  static thread_local matmul_ladder::GpuInfo uncached;  // devices beyond kMaxDevices: read every time
-  const auto read_into = [index](matmul_ladder::GpuInfo& info) {
-    cudaDeviceProp prop;
-    C10_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
-    info = {index, prop.major * 10 + prop.minor, prop.name};
-  };
-  if (index >= kMaxDevices) {
-    read_into(uncached);
-    return uncached;
-  }
-  std::call_once(read[index], read_into, std::ref(cache[index]));
-  return cache[index];
-}
-
-// Whether torch allows TF32 for float32 matmul now (torch.backends.cuda.matmul.allow_tf32, or the float32 matmul
-// precision "high"/"medium"): what torch.mm reads before calling cuBLAS.
-bool tf32_allowed() {
-  return at::globalContext().allowTF32CuBLAS();
-}
-
-// A dtype name of the _C queries as (dtype, TF32 allowed): "float32+tf32" is float32 with TF32 allowed, any other
-// name takes TF32 as torch allows it now.
-std::pair<at::ScalarType, bool> parse_dtype(const std::string& name_in) {
-  std::string name = name_in.rfind("torch.", 0) == 0 ? name_in.substr(6) : name_in;
-  constexpr const char* kTf32Suffix = "+tf32";
-  const bool tf32_suffix = name == std::string("float32") + kTf32Suffix;
-  if (tf32_suffix) name = "float32";
-  const bool tf32 = tf32_suffix || tf32_allowed();
-  if (name == "float32" || name == "float") return {at::kFloat, tf32};
-  if (name == "float64" || name == "double") return {at::kDouble, tf32};
-  if (name == "float16" || name == "half") return {at::kHalf, tf32};
-  if (name == "bfloat16") return {at::kBFloat16, tf32};
-  TORCH_CHECK(false, "cuda_kernels.matmul: unknown dtype name '", name_in,
-              "'; use float32, float32+tf32, float64, float16 or bfloat16");
-  return {at::kFloat, tf32};
-}
-
-}  // namespace
-
-std::tuple<int64_t, std::string, std::string> matmul_cuda_default_step_info(const std::string& dtype_name,
-                                                                            int64_t device) {
-  std::string reason;
-  const auto [dtype, tf32] = parse_dtype(dtype_name);
-  const matmul_ladder::Step& step = matmul_cuda_default_step(dtype, gpu_info(device), tf32, nullptr, &reason);
-  return {step.variant, step.name, reason};
-}
-
-std::string matmul_cuda_variant_unmet_need(int64_t variant, const std::string& dtype_name, int64_t device) {
-  const auto ladder = matmul_cuda_ladder();
-  TORCH_CHECK(variant >= 1 && variant <= static_cast<int64_t>(ladder.size()), "cuda_kernels.matmul: unknown variant ",
-              variant);
-  const auto [dtype, tf32] = parse_dtype(dtype_name);
-  return matmul_step_unmet_need(ladder[variant - 1], dtype, gpu_info(device), tf32);
-}
-
-std::vector<std::pair<int64_t, std::vector<std::string>>> matmul_cuda_variant_dtypes() {
-  std::vector<std::pair<int64_t, std::vector<std::string>>> out;
-  for (const matmul_ladder::Step& s : matmul_cuda_ladder()) {
-    std::vector<std::string> names;
-    for (const at::ScalarType t : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16})
-      if (s.dtypes & ladder_dtype_bit(t)) names.emplace_back(matmul_dtype_name(t));
-    out.emplace_back(s.variant, std::move(names));
-  }
-  return out;
-}
-
-at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
-  check_matmul_inputs(a, b);
-  const matmul_ladder::GpuInfo& gpu = gpu_info(a.device().index());
-  const bool tf32 = a.scalar_type() == at::kFloat && tf32_allowed();
-  check_matmul_variant(variant, matmul_cuda_ladder(), a.scalar_type(), gpu, tf32);
-  const c10::cuda::CUDAGuard guard(a.device());
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  // K = 0 never reaches a kernel (they assume K >= 1): an empty sum is 0, as in torch.mm.
-  if (K == 0) return at::zeros({M, N}, a.options());
-  at::Tensor c = at::empty({M, N}, a.options());
-  if (M > 0 && N > 0) {
-    const int64_t shape[2] = {M, N};
-    const matmul_ladder::Step& step = variant == 0
-                                          ? matmul_cuda_default_step(a.scalar_type(), gpu, tf32, shape, nullptr)
-                                          : matmul_cuda_ladder()[variant - 1];
-    matmul_cuda_launch(a, b, c, step);
-  }
-  return c;
-}
 
 }  // namespace cuda_kernels

@@ -23,7 +23,7 @@
 namespace cuda_kernels::square_launch {
 namespace {
 
-// Launch shape (docs/benchmarks.md, "Square launch shape", has the H100 measurements behind each choice):
+// Launch shape (docs/benchmarks.md, "square's launch shape", has what was measured behind each choice):
 //  * one pass of 128-thread blocks, 2 packs per thread, for large tensors: it matches the device-to-device copy
 //    of the same bytes, where 256-thread blocks did not on every H100.
 //  * no grid sized from the SM count that strides over the tensor: its blocks drift apart in memory as they

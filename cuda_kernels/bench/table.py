@@ -331,37 +331,28 @@ def matmul_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, gen: t
 
 
 def matmul_ladder() -> list[tuple[int, str]]:
-    """[(variant, name)] of the CUDA matmul ladder; empty for a CPU-only build."""
-    variants = getattr(cuda_kernels._C, "_matmul_variants", None)
-    return [(int(v), str(name)) for v, name in variants()] if variants else []
+    """[(variant, name)] of the CUDA matmul kernels; empty for a CPU-only build."""
+    return [(v, name) for v, name, _ in cuda_kernels.ops.matmul_kernels()]
 
 
 def matmul_ladder_on(device: torch.device) -> list[tuple[int, str]]:
-    """The CUDA matmul ladder when timing on a CUDA device; [] on the CPU (its matmul has variant 0 only)."""
+    """The CUDA matmul kernels when timing on a CUDA device; [] on the CPU (its matmul has variant 0 only)."""
     return matmul_ladder() if device.type == "cuda" else []
 
 
 def matmul_step_dtypes() -> dict[int, set[str]]:
-    """{variant: names of the dtypes that ladder step takes}. A build from before the tensor-core steps cannot say;
-    its steps (the SIMT ladder) all take every dtype."""
-    query = getattr(cuda_kernels._C, "_matmul_variant_dtypes", None)
-    if query is None:
-        return {v: set(DTYPES) for v, _ in matmul_ladder()}
-    return {int(v): {str(d) for d in names} for v, names in query()}
+    """{variant: names of the dtypes that kernel takes}."""
+    return {v: set(dtypes) for v, _, dtypes in cuda_kernels.ops.matmul_kernels()}
 
 
 def matmul_step_unmet_need(variant: int, dtype_name: str, device: torch.device, tf32: bool = False) -> str:
-    """Why ladder step `variant` cannot run dtype_name on this CUDA device, e.g. "supports float16 and bfloat16, got
-    float32" or "needs compute capability >= 8.0, ..."; "" when it can (csrc/checks.h words it, as the op's error).
-    tf32: asked with TF32 allowed (a case of math "tf32"), else with it off, as run.math_mode runs the case.
-    A build from before the tensor-core steps has no such query and no step with needs: ""."""
-    query = getattr(cuda_kernels._C, "_matmul_variant_unmet_need", None)
-    if query is None:
-        return ""
+    """Why CUDA kernel `variant` cannot run dtype_name on this CUDA device, e.g. "supports float16 and bfloat16, got
+    float32" or "needs compute capability >= 8.0, ..."; "" when it can (worded as the op's error).
+    tf32: asked with TF32 allowed (a case of math "tf32"), else with it off, as run.math_mode runs the case."""
     before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
-        return str(query(variant, dtype_name, -1 if device.index is None else device.index))
+        return cuda_kernels.ops.matmul_unmet_need(variant, dtype_name, -1 if device.index is None else device.index)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
 

@@ -1,8 +1,9 @@
-// What a ladder step's launcher takes: raw pointers, sizes and strides, with no ATen types.
+// What every matmul kernel's launcher takes: raw pointers, sizes and strides, with no ATen types; and the
+// launchers, one per file of csrc/cuda/matmul/ladder/ plus the three special cases.
 //
 // Why not at::Tensor: every nvcc pass over a .cu file (cudafe++, cicc once per arch, the host compiler) parses its
 // headers again, and ATen's headers cost 20-40 s of compile time per kernel file where cuda_runtime.h costs 2 s.
-// So the kernel files include only this header (and CUDA's and c10/util's scalar types); csrc/cuda/matmul/ladder.cpp
+// So the kernel files include only this header (and CUDA's and c10/util's scalar types); csrc/cuda/matmul/dispatch.cpp
 // turns tensors into Args and is compiled once, by the host compiler.
 #pragma once
 
@@ -76,8 +77,8 @@ class Workspace {
 };
 
 // One call c = a @ b. a is (M, K) with element (m, k) at a[m * sa0 + k * sa1], b (K, N) with (k, n) at
-// b[k * sb0 + n * sb1], c a fresh row-major (M, N) matrix; M, N, K >= 1; all of `dtype` on `device`. Steps that
-// list kRowMajorInputs (ladder.h) get sa1 == sb1 == 1, sa0 == K, sb0 == N.
+// b[k * sb0 + n * sb1], c a fresh row-major (M, N) matrix; M, N, K >= 1; all of `dtype` on `device`. Kernels that
+// list kRowMajorInputs (dispatch.cpp) get sa1 == sb1 == 1, sa0 == K, sb0 == N.
 struct Args {
   Dtype dtype;
   const void* a;
@@ -103,7 +104,8 @@ struct Args {
   }
 };
 
-// The ladder's launchers, one per file of csrc/cuda/matmul/ (the table in ladder.cpp says what each takes).
+// The ladder's launchers, one per file of csrc/cuda/matmul/ladder/ (the table in dispatch.cpp says what each
+// takes).
 // Step 1: 32x32 shared-memory tiles, one output per thread.
 void launch_01_tiled(const Args& args);
 // Step 2: 128x128 block tiles, 8x8 outputs per thread in registers (2-D register blocking).
@@ -134,21 +136,22 @@ void launch_10_cluster_multicast(const Args& args);
 void launch_11_tma_store(const Args& args);
 // Step 12: + the tile (128 x 64, 128 x 128 or 128 x 256) chosen by shape so small outputs fill the SMs, a
 // stmatrix epilogue, and stream-K (the last wave's k-slabs spread over all SMs) when that wave is mostly idle.
-void launch_12_tuned_tiles(const Args& args);
-// Step 13 (float32 while TF32 is allowed, an sm_90a binary on a compute-9.0 GPU, any strides): step 9's plan on
+void launch_12_hopper_gemm(const Args& args);
+// The special cases, apart from the ladder (variants 13-15).
+// tf32_wgmma (float32 while TF32 is allowed, an sm_90a binary on a compute-9.0 GPU, any strides): step 9's plan on
 // float32 as TF32 (wgmma m64n256k8); the K-major operand is read by wgmma from shared memory, the other loaded
 // into registers (rounded to TF32), so row-major B needs no transposed copy.
-void launch_13_tf32_wgmma(const Args& args);
-// Step 14 (every dtype, any GPU, any strides; variant 0 takes it when M or N <= kSkinnyMaxSide): the big operand
+void launch_tf32_wgmma(const Args& args);
+// matvec (every dtype, any GPU, any strides; variant 0 takes it when M or N <= 16): the big operand
 // streamed once with 16-byte loads (a thread per 16 bytes of its rows, or a warp per few of its columns, by its
 // layout; float16/bfloat16 on compute >= 8.0 through mma.sync, the small operand as the A fragment), K split over
 // blocks, deterministic reduction of the splits.
-void launch_14_skinny(const Args& args);
-// Step 15 (float64, sm_80+): float64 on the tensor cores: mma.sync .f64 (m16n8k4 on sm_90, m8n8k4 on sm_80), a
+void launch_matvec(const Args& args);
+// fp64_dmma (float64, sm_80+): float64 on the tensor cores: mma.sync .f64 (m16n8k4 on sm_90, m8n8k4 on sm_80), a
 // cp.async pipeline (32-deep slabs in 3 stages where shared memory allows), 128 x 128 block and 64 x 32 warp
 // tiles, padded conflict-free shared memory.
-void launch_15_dmma(const Args& args);
-// True when this binary holds sm_90a code and `device` is compute 9.0 (09_wgmma_tma.cu).
+void launch_fp64_dmma(const Args& args);
+// True when this binary holds sm_90a code and `device` is compute 9.0 (ladder/09_wgmma_tma.cu).
 bool wgmma_available(int device);
 
 }  // namespace cuda_kernels::matmul_ladder

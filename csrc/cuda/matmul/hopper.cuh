@@ -4,9 +4,7 @@
 //
 // Every device wrapper compiles to nothing outside the sm_90a pass (`__CUDA_ARCH_FEAT_SM90_ALL`), so a file
 // including this header still builds for sm_80; kernels that use them must guard their bodies the same way.
-// Only the last section (tma_operand, prepare_call) uses the ladder's Args and errors; it is left out when
-// CUDA_KERNELS_MATMUL_STANDALONE (the standalone harnesses in scripts/) or CUDA_KERNELS_MATMUL_KERNELS_ONLY
-// (translation units that only compile kernels, e.g. 12_tuned_tiles_bf16.cu) is defined.
+// Only the last section (tma_operand, prepare_call) is host code that uses the ladder's Args and errors.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (types only: the driver is reached through the runtime)
@@ -277,7 +275,7 @@ constexpr int launch_regs(int threads) {
 // Whether setmaxnreg budgets fit: a producer warpgroup of 128 threads at producer_regs, the rest at consumer_regs.
 // setmaxnreg moves registers only within the block's allocation at launch (threads x launch_regs), not the whole
 // register file: a consumer asking for more than the producer gave up waits in setmaxnreg.inc forever (the kernel
-// hangs; docs/matmul.md, "Four more" in the Hopper 4096³ notes).
+// hangs; docs/matmul.md, "Tried and not kept").
 constexpr bool setmaxnreg_fits(int threads, int producer_regs, int consumer_regs) {
   return 128 * producer_regs + (threads - 128) * consumer_regs <= threads * launch_regs(threads);
 }
@@ -548,8 +546,8 @@ __device__ __forceinline__ void stmatrix_x4_if(bool pred, uint32_t addr, uint32_
 
 // Maps a linear tile index to (row tile, column tile): groups of group_m row tiles, walked column by column
 // inside a group, so consecutive indices (the blocks working at the same time) share A rows and B columns in L2.
-// In 32-bit arithmetic: a consumer maps every tile at the tile's start, where nothing else runs, and the 64-bit
-// divisions it had there cost 0.4-0.5% at 4096^3 (docs/matmul.md, "The tile map in 32-bit arithmetic"). Callers keep
+// In 32-bit arithmetic: a consumer maps every tile at the tile's start, where nothing else runs, and 64-bit
+// divisions there were measurably slower (docs/matmul.md). Callers keep
 // tile counts below 2^31 (prepare_call checks the 64 x 64 tile count; an output that large would not fit in memory).
 __device__ __forceinline__ void grouped_tile(int64_t tile, int m_tiles, int n_tiles, int group_m, int& tm, int& tn) {
   const uint32_t t = static_cast<uint32_t>(tile);
@@ -656,9 +654,9 @@ cudaError_t opt_in_smem(size_t bytes, int& device) {
 
 }  // namespace cuda_kernels::hopper
 
-#if !defined(CUDA_KERNELS_MATMUL_STANDALONE) && !defined(CUDA_KERNELS_MATMUL_KERNELS_ONLY)
-// Ladder side: fitting a call's operands to what TMA can read (left out of the standalone harness, which has no
-// ladder, and of translation units that only compile kernels).
+// ---------------------------------------------------------------------------------------------------------------
+// Ladder side: fitting a call's operands to what TMA can read
+// ---------------------------------------------------------------------------------------------------------------
 #include <limits>
 
 #include "cuda/errors.h"
@@ -742,4 +740,3 @@ inline void check_launch(const char* step, cudaError_t err) {
 }
 
 }  // namespace cuda_kernels::hopper
-#endif  // !CUDA_KERNELS_MATMUL_STANDALONE && !CUDA_KERNELS_MATMUL_KERNELS_ONLY

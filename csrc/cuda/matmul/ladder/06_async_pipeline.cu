@@ -26,22 +26,22 @@
 // Shared memory: BigConfig's 99,840 bytes (97.5 KiB) per block fit sm_80, sm_86/89 (99 KiB opt-in) and sm_90 on,
 // not sm_75 (64 KiB) or sm_70 (96 KiB). The launcher reads the device's opt-in limit per block
 // (cudaDevAttrMaxSharedMemoryPerBlockOptin) and takes the first configuration of its preference list that fits;
-// the last of each list fits the 48 KiB that every device gives without opting in. Testing switch:
-// CUDA_KERNELS_SMEM_LIMIT_BYTES=<bytes>, read once per process, caps the limit the launcher believes, so one GPU can
-// exercise the choices made on smaller ones (tests/test_matmul_smem_limit.py).
+// the last of each list fits the 48 KiB that every device gives without opting in. The tuning knob
+// smem_limit_bytes (cuda/matmul/tuning.h) caps the limit the launcher believes, so one GPU can exercise the choices
+// made on smaller ones (tests/ops/test_matmul_smem_limit.py).
 //
 // Tuning: kFp32Configs lists the float32 configurations compiled in; the launcher picks one by shape, and the
-// environment variables CUDA_KERNELS_MATMUL_06_CONFIG=<name> and CUDA_KERNELS_MATMUL_06_SPLITS=<n> force a
-// configuration and a split-K factor (scripts/tune_matmul.py uses them). Compiling with
+// knobs config06 and splits06 (cuda/matmul/tuning.h) force a configuration and a split-K factor
+// (scripts/tune_matmul.py uses them). Compiling with
 // -DCUDA_KERNELS_MATMUL_TUNING (e.g. NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING pip install ...) adds the
 // candidates that lost on the H100, to re-tune on another GPU; docs/matmul.md has their timings.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "cuda/matmul/args.h"
 #include "cuda/matmul/pack4.cuh"
+#include "cuda/matmul/tuning.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -464,23 +464,10 @@ std::string fp32_config_names() {
   return s;
 }
 
-constexpr const char* kSmemLimitEnv = "CUDA_KERNELS_SMEM_LIMIT_BYTES";
-
-// CUDA_KERNELS_SMEM_LIMIT_BYTES as a number of bytes, 0 when unset or empty. Called once per process.
-int64_t read_smem_cap() {
-  const char* text = std::getenv(kSmemLimitEnv);
-  if (text == nullptr || text[0] == '\0') return 0;
-  char* end = nullptr;
-  const long long value = std::strtoll(text, &end, 10);
-  CUDA_KERNELS_CHECK(*end == '\0' && value > 0, "cuda_kernels.matmul: ", kSmemLimitEnv, "=", text,
-                     " is not a positive number of bytes");
-  return value;
-}
-
-// Dynamic shared memory a block may use on `device`: its opt-in limit (cached per device), capped by
-// CUDA_KERNELS_SMEM_LIMIT_BYTES (read on the first call; a bad value raises on every call).
+// Dynamic shared memory a block may use on `device`: its opt-in limit (cached per device), capped by the
+// smem_limit_bytes knob when set.
 size_t smem_limit(int device) {
-  static const int64_t cap = read_smem_cap();  // thread-safe one-time initialization; retried if it threw
+  const int64_t cap = tuning().smem_limit_bytes;
   const auto optin =
       static_cast<size_t>(detail::cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device));
   return cap > 0 ? std::min(optin, static_cast<size_t>(cap)) : optin;
@@ -492,7 +479,7 @@ const Fp32Config& first_that_fits(const int (&preference)[kCount], size_t limit)
   const int* fit = std::find_if(preference, preference + kCount, [&](int i) { return kFp32Configs[i].smem <= limit; });
   // Only a cap below 48 KiB fails this: every device allows the last choice of each list.
   CUDA_KERNELS_CHECK(fit != preference + kCount, "cuda_kernels.matmul: no float32 configuration fits in ", limit,
-                     " bytes of shared memory per block (", kSmemLimitEnv, " caps it; the smallest needs ",
+                     " bytes of shared memory per block (the smem_limit_bytes knob caps it; the smallest needs ",
                      kFp32Configs[preference[kCount - 1]].smem, ")");
   return kFp32Configs[*fit];
 }
@@ -510,18 +497,18 @@ void launch_06_async_pipeline(const Args& args) {
   const int device = args.device;
   const int sms = sm_count(device);
   const size_t limit = smem_limit(device);
-  // Tuning knobs: CUDA_KERNELS_MATMUL_06_CONFIG=<name> forces a configuration, CUDA_KERNELS_MATMUL_06_SPLITS=<n>
-  // a split-K factor.
+  // The tuning knobs config06 and splits06 (cuda/matmul/tuning.h) force a configuration and a split-K factor.
+  const Tuning& knobs = tuning();
   const Fp32Config* cfg = nullptr;
-  if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_06_CONFIG"); forced != nullptr && forced[0] != '\0') {
+  if (const std::string& forced = knobs.config06; !forced.empty()) {
     for (const Fp32Config& candidate : kFp32Configs) {
-      if (std::strcmp(candidate.name, forced) == 0) cfg = &candidate;
+      if (forced == candidate.name) cfg = &candidate;
     }
-    CUDA_KERNELS_CHECK(cfg != nullptr, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced,
+    CUDA_KERNELS_CHECK(cfg != nullptr, "cuda_kernels.matmul: tuning knob config06=", forced,
                        " is not a compiled configuration; available: ", fp32_config_names());
-    CUDA_KERNELS_CHECK(cfg->smem <= limit, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_06_CONFIG=", forced, " needs ",
-                       cfg->smem, " bytes of shared memory per block; device ", device, " allows ", limit,
-                       " (the device's opt-in limit, capped by ", kSmemLimitEnv, " when set)");
+    CUDA_KERNELS_CHECK(cfg->smem <= limit, "cuda_kernels.matmul: tuning knob config06=", forced, " needs ", cfg->smem,
+                       " bytes of shared memory per block; device ", device, " allows ", limit,
+                       " (the device's opt-in limit, capped by the smem_limit_bytes knob when set)");
   } else if (M <= kSkinnyMaxM) {
     cfg = &first_that_fits(kSkinnyPreference, limit);
   } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * kSmallProblemDivisor < sms) {
@@ -531,9 +518,7 @@ void launch_06_async_pipeline(const Args& args) {
   }
   const int64_t tiles = ceil_div<int64_t>(M, cfg->bm) * ceil_div<int64_t>(N, cfg->bn);
   int64_t splits = choose_splits(tiles, K, cfg->bk, cfg->min_blocks, sms);
-  if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_06_SPLITS"); forced != nullptr && forced[0] != '\0') {
-    splits = std::max<int64_t>(1, std::min<int64_t>(std::atoll(forced), K));
-  }
+  if (knobs.splits06 > 0) splits = std::min<int64_t>(knobs.splits06, K);
   cfg->launch(args, splits);
 }
 

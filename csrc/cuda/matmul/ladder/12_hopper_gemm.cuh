@@ -29,9 +29,8 @@
 // load and multiply, nothing goes through global memory, one launch.
 // Everything else (producer warpgroup, mbarrier ring, setmaxnreg, persistent grouped order, B multicast in
 // 2-CTA clusters for the wider tiles, TMA store, direct stores when N % 8 != 0) is step 11's.
-//
-// Like step 9, the kernel and its raw-pointer launcher need no ATen (CUDA_KERNELS_MATMUL_STANDALONE leaves out
-// the at::Tensor entry point).
+#pragma once
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -173,7 +172,7 @@ __device__ __forceinline__ void store_pair(uint16_t* C, int M, int N, int row, i
 // tile's k-slabs and add up through distributed shared memory.
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 __global__ void __launch_bounds__(kThreads, 1)
-    matmul_kernel_12_tuned_tiles(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+    matmul_kernel_12_hopper_gemm(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                  const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
                                  int M, int N, int K, int group_m, StreamK sk, int k_splits) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -248,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             // [rank * kBK / CM, (rank + 1) * kBK / CM) of every box, which land that many 128-byte rows into it
             // (a multiple of the 1 KB swizzle period, so the layout is the one a whole box would have). Cut by k
             // rather than by boxes (columns), each block reads rows of all BN columns, as cuBLAS's kernel does:
-            // measured faster at 4096^3 (docs/matmul.md, "cuBLAS's kernel read" in the 4096^3 list).
+            // measured faster at 4096^3 (docs/matmul.md).
             constexpr int kRows = kBK / CM;
             constexpr uint32_t kRowBytes = kSwizzleCols * 2;
             for (int box = 0; box < BN / kSwizzleCols; ++box)
@@ -317,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     [[maybe_unused]] bool pending = false;
     [[maybe_unused]] int pend_tm = 0, pend_tn = 0;
     // Hands the buffer (the pending pass in it) to TMA: C is written once and read by nothing here, evict-first, so
-    // that it does not push A and B out of L2 (docs/matmul.md, "Hopper tuning log", has what it measured).
+    // that it does not push A and B out of L2.
     const auto store_buffer = [&](int tm_, int tn_, int pass) {
       hopper::fence_proxy_async_smem();
       hopper::named_barrier_sync(1 + consumer, 128);
@@ -598,7 +597,7 @@ template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
                          cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1, int k_splits = 1) {
   constexpr int BN = Cfg::BN, CM = Cfg::CM;
-  constexpr auto* kernel = &matmul_kernel_12_tuned_tiles<Cfg, kBf16, kAMN, kBKMaj>;
+  constexpr auto* kernel = &matmul_kernel_12_hopper_gemm<Cfg, kBf16, kAMN, kBKMaj>;
   int device = 0;
   cudaError_t err = hopper::opt_in_smem<kernel>(Cfg::kSmemBytes, device);
   if (err != cudaSuccess) return err;
@@ -654,14 +653,14 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   if (BN == Wide::BN && k_splits == 1 && sk.partials == nullptr) {
     // Data-parallel 128 x 256 tiles: as few clusters as give the same number of waves (4096^3: 64 instead of 66,
     // 4 waves either way). The SMs left idle draw no power, and under the board's power cap the others then run
-    // a little faster (docs/matmul.md, "What the 3% is made of").
+    // a little faster.
     const int64_t waves = (super_tiles + clusters - 1) / clusters;
     if (waves > 1) clusters = (super_tiles + waves - 1) / waves;
   }
   cfg.gridDim = dim3(static_cast<unsigned>(clusters * cluster_size));
   // A cluster of one block is launched as a plain grid (every block is then a cluster of one, so the kernel's
   // cluster barriers still work): the cluster launch path costs about a microsecond more per call, which is most
-  // of a small problem's gap to cuBLAS (docs/matmul.md, "Small problems").
+  // of a small problem's gap to cuBLAS (docs/matmul.md).
   cfg.numAttrs = cluster_size > 1 ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m,
                             sk, k_splits);
@@ -711,16 +710,13 @@ cudaError_t launch_dtype(int M, int N, int K, const Operand& a, const Operand& b
                     : launch_layout<kBf16, false, true>(M, N, K, a, b, c, sms, opt, ws, stream);
 }
 
-// Each dtype's kernels compile in a translation unit of their own (12_tuned_tiles_bf16.cu and
-// 12_tuned_tiles_fp16.cu include this file with CUDA_KERNELS_MATMUL_KERNELS_ONLY, which leaves out the ATen
-// parts, and instantiate one launch_dtype), so the build compiles them in parallel: with all 24 kernels in this file it
-// was the build's longest compile. The standalone harness instantiates everything itself.
-#ifndef CUDA_KERNELS_MATMUL_STANDALONE
+// Each dtype's kernels are instantiated in a translation unit of their own (12_hopper_gemm_bf16.cu and
+// 12_hopper_gemm_fp16.cu), so the build compiles them in parallel: with all 24 kernels in one file it was the
+// build's longest compile. Everywhere else these declarations keep the kernels from being instantiated again.
 extern template cudaError_t launch_dtype<true>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
                                                const LaunchOptions&, const Workspace&);
 extern template cudaError_t launch_dtype<false>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
                                                 const LaunchOptions&, const Workspace&);
-#endif
 
 // C (M x N, row-major, contiguous) = A @ B for 16-bit A, B, C (bf16 when bf16, else fp16), fp32 accumulation.
 // 1 <= M, N, K < 2^31. The caller guarantees the Operand requirements.
@@ -733,28 +729,3 @@ inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, cons
 
 }  // namespace wgmma12
 }  // namespace cuda_kernels::matmul_ladder
-
-#if !defined(CUDA_KERNELS_MATMUL_STANDALONE) && !defined(CUDA_KERNELS_MATMUL_KERNELS_ONLY)
-#include "cuda/matmul/args.h"
-#include "cuda/utils.cuh"
-
-namespace cuda_kernels::matmul_ladder {
-
-bool wgmma_available(int device);  // defined with step 9
-
-void launch_12_tuned_tiles(const Args& args) {
-  const hopper::Call call = hopper::prepare_call("12_tuned_tiles", args, &wgmma_available);
-  const int sms = sm_count(call.device);
-  // Stream-K scratch from the call's workspace (torch's caching allocator: stream-ordered, so concurrent calls never
-  // share it; under graph capture it is the graph's own), only for shapes that use stream-K.
-  wgmma12::Workspace ws;
-  if (wgmma12::wants_workspace(call.M, call.N, call.K, sms)) {
-    ws.bytes = wgmma12::workspace_bytes(sms);
-    ws.ptr = args.workspace->alloc(ws.bytes);
-  }
-  hopper::check_launch("12_tuned_tiles", wgmma12::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c, sms,
-                                                         call.stream, {}, ws));
-}
-
-}  // namespace cuda_kernels::matmul_ladder
-#endif  // !CUDA_KERNELS_MATMUL_STANDALONE && !CUDA_KERNELS_MATMUL_KERNELS_ONLY

@@ -1,8 +1,9 @@
-// Ladder step 14 (every dtype, any CUDA GPU): skinny outputs, M or N of at most 16 (a matrix-vector product, a
-// decode step's few tokens against a weight matrix). Variant 0 takes it for those shapes only (csrc/cuda/matmul.cu).
+// matmul special case matvec (variant 14; every dtype, any CUDA GPU): skinny outputs, M or N of at most 16 (a
+// matrix-vector product, a decode step's few tokens against a weight matrix). Variant 0 takes it for those shapes
+// only (csrc/cuda/matmul/dispatch.cpp).
 //
 // With M <= 16 the tiled steps leave most of each 128-row tile empty and their split-K still reads the big
-// operand through shared memory; the work is really "read B once": memory-bound. So this step names the short
+// operand through shared memory; the work is really "read B once": memory-bound. So this kernel names the short
 // side S and the long side L and streams the big operand Q (K x L) once with 16-byte loads:
 //  - M <= N: S = M, P = A (S x K, the small operand), Q = B, C[s][l] row-major;
 //  - M > N: C^T = B^T A^T, so S = N, P = B^T, Q = A^T, and C is written transposed (C[l][s]).
@@ -13,29 +14,28 @@
 //  - "cols" (Q's columns contiguous along k: A row-major, or B a transposed weight as in x @ w.t()): a warp owns
 //    kCols columns l, its lanes walk k kVec at a time and multiply by P[s][k..k+kVec) (the block's rows of P
 //    staged in shared memory); the lanes add up with shuffles.
-//  - "mma" (float16/bfloat16 in either layout, compute >= 8.0): the CUDA-core kernels' FMAs cost as much time as
-//    reading Q at 16 rows (16 FMAs per element of Q, about 18 us at 16 x 4096 x 4096 on the H100 against 11 us of
-//    reading), so this one runs them on the tensor cores: a 16-row mma.sync (m16n8k16) takes P's S rows (zero
-//    rows past S) as its A fragment, slabs of Q come through a cp.async pipeline into swizzled shared memory
-//    (step 8's layout) in Q's own layout, a block of 4 warps covers 128 columns.
+//  - "mma" (float16/bfloat16 in either layout, compute >= 8.0): at 16 rows the CUDA-core kernels' FMAs (16 per
+//    element of Q) take longer than reading Q, so this one runs them on the tensor cores: a 16-row mma.sync (m16n8k16)
+//    takes P's S rows (zero rows past S) as its A fragment, slabs of Q come through a cp.async pipeline into swizzled
+//    shared memory (step 8's layout) in Q's own layout, a block of 4 warps covers 128 columns.
 // Q is read once in all, so the kernels load it with the evict-first cache policy (ld.global.cs, or cp.async with
 // an L2 evict-first hint): its lines are the first to leave L2 again, and the lines that earlier kernels left there
 // (dirty ones among them, which would cost a write-back to DRAM each) stay (docs/matmul.md has what it measured).
 // All split K over blocks (grid.y) until the GPU has about kBlocksPerSm* blocks per SM. On sm_90 the splits of one
 // output tile form a cluster and add up through distributed shared memory before the kernel ends (at most
 // kMaxClusterSplits of them); elsewhere their partial sums (fp32, fp64 for fp64) go to a workspace and
-// matmul_kernel_14_skinny_reduce adds them. Both add the splits in split order (deterministic, and the two paths
+// matmul_kernel_matvec_reduce adds them. Both add the splits in split order (deterministic, and the two paths
 // round alike) and round to the output dtype. Forced (variant=14) on any other shape it still computes the
 // right result, S rows at a time over grid.z, just slowly.
 #include <cooperative_groups.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <utility>
 
 #include "cuda/matmul/args.h"
 #include "cuda/matmul/mma_sm80.cuh"
+#include "cuda/matmul/tuning.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -133,7 +133,7 @@ __device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
 constexpr int kPRowsK = 64;  // k of P staged at a time
 constexpr int kPSharedRows = 8;
 template <typename T, typename Acc, int SR>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(SkinnyArgs<T, Acc> a, int groups) {
+__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_rows(SkinnyArgs<T, Acc> a, int groups) {
   constexpr int kV = vec_of<T>();
   constexpr int kLTile = 32 * kV;
   constexpr bool kPShared = SR >= kPSharedRows;
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_rows(SkinnyA
 // them, and from L2 that traffic was several times Q's.
 constexpr int kPChunkBytes = 2048;
 template <typename T, typename Acc, int SR>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_cols(SkinnyArgs<T, Acc> a) {
+__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_cols(SkinnyArgs<T, Acc> a) {
   constexpr int kV = vec_of<T>();
   constexpr int kChunk = kPChunkBytes / sizeof(T);  // k per chunk: a multiple of 32 lanes x kV
   // Q evict-first (the top of the file), except in float64, whose "cols" blocks measured slower with it.
@@ -398,7 +398,7 @@ __device__ __forceinline__ uint32_t mma_swizzle(int r, int c) {
 }
 
 template <typename T, bool kQCols>
-__global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(SkinnyArgs<T, float> a) {
+__global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyArgs<T, float> a) {
 #if CUDA_KERNELS_SM80_UNSUPPORTED
   __trap();  // the launcher takes this kernel on compute >= 8.0 only
 #else
@@ -520,7 +520,7 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_14_skinny_mma(Skinn
 
 // out[s][l] = sum over splits of the partial sums, in split order, rounded to T.
 template <typename T, typename Acc>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_14_skinny_reduce(SkinnyArgs<T, Acc> a, int splits) {
+__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_reduce(SkinnyArgs<T, Acc> a, int splits) {
   const int64_t n = int64_t{a.S} * a.L;
   for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
     Acc sum = 0;
@@ -543,46 +543,39 @@ int rows_per_thread(int S, bool cols, int element_size) {
 }
 
 // Blocks per SM the K splits aim at. More splits mean more loads in flight but more partial sums to add; the
-// tuning switch CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM (read at every call, like step 6's switches) overrides it.
-// 2 for "mma" and for "cols" at one row, 4 for the others (H100, docs/matmul.md: "mma" at 16 rows 0.86x -> 0.91x
-// torch.mm with 2, "cols" at one row 0.84x -> 0.87x, "cols" at 16 rows 0.40x -> 0.36x).
+// matvec_blocks_per_sm tuning knob (cuda/matmul/tuning.h) overrides it.
+// 2 for "mma" and for "cols" at one row, 4 for the others: what measured fastest on the H100 (docs/matmul.md).
 constexpr int kBlocksPerSmFew = 2, kBlocksPerSmMany = 4;
 
-// A tuning switch read at every call: the environment variable `name` as a positive number of `unit`, or
-// `fallback` when it is unset or empty; anything else is a clear error.
-int positive_env_int(const char* name, int fallback, const char* unit) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || env[0] == '\0') return fallback;
-  const int v = std::atoi(env);
-  CUDA_KERNELS_CHECK(v > 0, "cuda_kernels.matmul: ", name, "=", env, " is not a positive number of ", unit);
-  return v;
+// A tuning knob's value (positive when set), or `fallback` when it is unset.
+int knob_or(int64_t knob, int fallback) {
+  return knob > 0 ? static_cast<int>(std::min<int64_t>(knob, 1 << 30)) : fallback;
 }
 int blocks_per_sm_target(int default_target) {
-  return positive_env_int("CUDA_KERNELS_MATMUL_14_BLOCKS_PER_SM", default_target, "blocks");
+  return knob_or(tuning().matvec_blocks_per_sm, default_target);
 }
 
 // The "mma" kernel takes 16-bit problems with at least this many rows: all, as it measured faster than the "rows"
 // kernel at every S on the H100, 1 row included (its cp.async pipeline keeps more loads in flight). The
-// tuning switch CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS (read at every call) overrides it; 17 turns it off.
+// matvec_mma_min_rows tuning knob overrides it; 17 turns it off.
 constexpr int kMmaMinRows = 1;
 int mma_min_rows() {
-  return positive_env_int("CUDA_KERNELS_MATMUL_14_MMA_MIN_ROWS", kMmaMinRows, "rows");
+  return knob_or(tuning().matvec_mma_min_rows, kMmaMinRows);
 }
 
 // Where clusters are used (launch_typed), at most this many K splits form one (8: the portable cluster size); more
-// wanted splits are cut to it. The tuning switch CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS (read at every call)
-// overrides it: 1 turns clusters off (the workspace and the reduce kernel, as on GPUs before sm_90), up to 16 on an
-// H100 (a non-portable size).
+// wanted splits are cut to it. The matvec_cluster_splits tuning knob overrides it: 1 turns clusters off (the workspace
+// and the reduce kernel, as on GPUs before sm_90), up to 16 on an H100 (a non-portable size).
 constexpr int kMaxClusterSplits = 8, kPortableClusterSize = 8;
 int max_cluster_splits() {
-  return positive_env_int("CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS", kMaxClusterSplits, "splits");
+  return knob_or(tuning().matvec_cluster_splits, kMaxClusterSplits);
 }
 
 // Clusters need an sm_90+ GPU and this file's kernels built for it (every kernel of a file is built for the same
 // architectures, so the reduce kernel answers for all).
 bool clusters_available(int device) {
   return detail::cached_device_attribute<cudaDevAttrClusterLaunch>(device) != 0 &&
-         kernel_ptx_version<&matmul_kernel_14_skinny_reduce<float, float>>(device) >= 90;
+         kernel_ptx_version<&matmul_kernel_matvec_reduce<float, float>>(device) >= 90;
 }
 
 // Launches kernel<<<grid, threads, smem, stream>>>(args...), as a grid of clusters of `cluster` blocks along y when
@@ -612,7 +605,7 @@ void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cuda
   config.numAttrs = 1;
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Actual>(args)...);
   if (err != cudaSuccess) (void)cudaGetLastError();  // cleared: the error is reported here
-  CUDA_KERNELS_CHECK(err == cudaSuccess, "cuda_kernels.matmul: step 14_skinny: launching clusters of ", cluster,
+  CUDA_KERNELS_CHECK(err == cudaSuccess, "cuda_kernels.matmul: matvec: launching clusters of ", cluster,
                      " blocks failed: ", cudaGetErrorString(err),
                      " (CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS sets their most; 1 turns clusters off)");
 }
@@ -621,11 +614,11 @@ void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cuda
 template <typename T, bool kQCols>
 void launch_mma(const dim3& grid, const SkinnyArgs<T, opmath_type<T>>& args, int device, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
-    constexpr auto* kernel = &matmul_kernel_14_skinny_mma<T, kQCols>;
+    constexpr auto* kernel = &matmul_kernel_matvec_mma<T, kQCols>;
     opt_in_dynamic_smem<kernel>(kMmaSmemBytes, device);
     launch(kernel, grid, kMmaThreads, kMmaSmemBytes, stream, args.cluster, args);
   } else {
-    fail("cuda_kernels.matmul: step 14's mma kernel takes float16 and bfloat16 only");
+    fail("cuda_kernels.matmul: matvec's mma kernel takes float16 and bfloat16 only");
   }
 }
 
@@ -649,7 +642,7 @@ void launch_typed(SkinnyArgs<T, opmath_type<T>> args, bool cols, int device, cud
   while (!cols && sr < kPSharedRows && groups < kMaxGroups && groups * sr < S) groups *= 2;
   const int64_t l_tiles = ceil_div<int64_t>(L, mma ? kMmaCols : (cols ? kWarps * kCols : 32 * kV));
   const int64_t s_blocks = mma ? 1 : ceil_div<int64_t>(S, sr * groups);
-  CUDA_KERNELS_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: step 14_skinny: ", S,
+  CUDA_KERNELS_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: matvec: ", S,
                      " rows on the short side are too many");
   // Split K until the GPU has about blocks_per_sm_target(...) blocks per SM (memory-bound: every SM needs loads in
   // flight), each split a whole number of `align` k.
@@ -675,21 +668,21 @@ void launch_typed(SkinnyArgs<T, opmath_type<T>> args, bool cols, int device, cud
   if (mma) {
     cols ? launch_mma<T, true>(grid, args, device, stream) : launch_mma<T, false>(grid, args, device, stream);
   } else if (cols) {
-    if (sr == 1) launch(matmul_kernel_14_skinny_cols<T, Acc, 1>, grid, kThreads, 0, stream, cl, args);
-    if (sr == 4) launch(matmul_kernel_14_skinny_cols<T, Acc, 4>, grid, kThreads, 0, stream, cl, args);
-    if (sr == 16) launch(matmul_kernel_14_skinny_cols<T, Acc, 16>, grid, kThreads, 0, stream, cl, args);
+    if (sr == 1) launch(matmul_kernel_matvec_cols<T, Acc, 1>, grid, kThreads, 0, stream, cl, args);
+    if (sr == 4) launch(matmul_kernel_matvec_cols<T, Acc, 4>, grid, kThreads, 0, stream, cl, args);
+    if (sr == 16) launch(matmul_kernel_matvec_cols<T, Acc, 16>, grid, kThreads, 0, stream, cl, args);
   } else {
-    if (sr == 1) launch(matmul_kernel_14_skinny_rows<T, Acc, 1>, grid, kThreads, 0, stream, cl, args, groups);
-    if (sr == 4) launch(matmul_kernel_14_skinny_rows<T, Acc, 4>, grid, kThreads, 0, stream, cl, args, groups);
+    if (sr == 1) launch(matmul_kernel_matvec_rows<T, Acc, 1>, grid, kThreads, 0, stream, cl, args, groups);
+    if (sr == 4) launch(matmul_kernel_matvec_rows<T, Acc, 4>, grid, kThreads, 0, stream, cl, args, groups);
     if constexpr (sizeof(T) != 2) {  // 16-bit types take at most 4 rows a thread (rows_per_thread)
-      if (sr == 8) launch(matmul_kernel_14_skinny_rows<T, Acc, 8>, grid, kThreads, 0, stream, cl, args, groups);
-      if (sr == 16) launch(matmul_kernel_14_skinny_rows<T, Acc, 16>, grid, kThreads, 0, stream, cl, args, groups);
+      if (sr == 8) launch(matmul_kernel_matvec_rows<T, Acc, 8>, grid, kThreads, 0, stream, cl, args, groups);
+      if (sr == 16) launch(matmul_kernel_matvec_rows<T, Acc, 16>, grid, kThreads, 0, stream, cl, args, groups);
     }
   }
   if (splits > 1 && cl == 0) {
     const int64_t blocks =
         std::min<int64_t>(ceil_div<int64_t>(int64_t{S} * L, kThreads), int64_t{sm_count(device)} * 8);
-    matmul_kernel_14_skinny_reduce<T, Acc>
+    matmul_kernel_matvec_reduce<T, Acc>
         <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, static_cast<int>(splits));
     CUDA_KERNELS_LAUNCH_CHECK();
   }
@@ -703,10 +696,10 @@ int64_t stride_or_unit(int64_t size, int64_t stride) {
 
 }  // namespace
 
-void launch_14_skinny(const Args& args) {
+void launch_matvec(const Args& args) {
   const int64_t M = args.M, N = args.N, K = args.K;
   CUDA_KERNELS_CHECK(M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31),
-                     "cuda_kernels.matmul: step 14_skinny takes M, N, K < 2^31, got ", M, " x ", N, " x ", K);
+                     "cuda_kernels.matmul: matvec takes M, N, K < 2^31, got ", M, " x ", N, " x ", K);
   // Short side S, long side L; P (S x K) and Q (K x L) as views of a and b (or of b^T and a^T), C's (s, l)
   // strides.
   const bool m_short = M <= N;

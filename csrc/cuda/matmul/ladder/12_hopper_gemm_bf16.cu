@@ -1,7 +1,6 @@
-// Ladder step 12's bfloat16 kernels, in a translation unit of their own so that the build compiles them in
-// parallel with the other dtype's (12_tuned_tiles.cu has the step and says why).
-#define CUDA_KERNELS_MATMUL_KERNELS_ONLY
-#include "cuda/matmul/12_tuned_tiles.cu"
+// Ladder step 12's bfloat16 kernels (12_hopper_gemm.cuh), in a translation unit of their own so that the build
+// compiles them in parallel with the other dtype's.
+#include "cuda/matmul/ladder/12_hopper_gemm.cuh"
 
 namespace cuda_kernels::matmul_ladder::wgmma12 {
 template cudaError_t launch_dtype<true>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,

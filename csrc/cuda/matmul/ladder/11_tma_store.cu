@@ -1,37 +1,16 @@
-// Ladder step 9: Hopper tensor cores. wgmma (warpgroup MMA) fed by TMA, warp-specialized and persistent.
+// Ladder step 11: step 10 + a TMA store epilogue.
 //
-// Steps 1-6 compute with scalar FMAs on CUDA cores. The H100's tensor cores are ~15x faster for 16-bit inputs,
-// and on Hopper their full rate is reached only through wgmma.mma_async (sm_90a): a warpgroup (4 warps, 128
-// threads) multiplies a 64 x 16 tile of A by a 16 x N tile of B (N up to 256) read straight from shared memory,
-// accumulating a 64 x N fp32 tile in registers, asynchronously. Feeding it is the whole game:
-//  - TMA (cp.async.bulk.tensor): one thread issues a copy of a whole 2-D box of A or B from global to shared
-//    memory; the copy engine computes the addresses, zero-fills what lies outside the matrix (so M, N, K tails
-//    need no code), writes the 128-byte-swizzled layout wgmma reads without bank conflicts, and reports
-//    completion on an mbarrier as bytes arrive.
-//  - Warp specialization: warpgroup 0 is the producer (one thread issues TMA), warpgroups 1 and 2 are consumers
-//    that each own 64 rows of the 128 x kBN block tile (kBN = 256: 128 fp32 accumulators per thread). They talk
-//    through a kStages-deep ring of shared-memory slots with two mbarriers per slot: "full" (TMA landed the
-//    slot's bytes) and "empty" (both consumers' wgmma finished reading it). The producer runs up to kStages
-//    k-slabs ahead; the consumers never wait on memory while the ring holds data.
-//  - setmaxnreg: the producer needs few registers, so it gives them up (40) and the consumers take them (232),
-//    leaving room for the 128 accumulators plus addressing without spills.
-//  - Persistent grid: one block per SM loops over output tiles (grouped order, kDefaultGroupM row tiles at a time, so
-//    the tiles in flight together share rows of A and columns of B in L2). The producer fills the ring for the
-//    next tile while the consumers still store the previous one, hiding the epilogue's memory traffic partly.
-//  - Each consumer keeps one wgmma batch in flight while waiting for the next slot: it releases a slot only once
-//    the batch after it was issued (wgmma.wait_group 1), so the tensor cores always have queued work.
-// Layouts: row-major A (M, K) is K-major, what wgmma reads natively; row-major B (K, N) is MN-major (n
-// contiguous), read through wgmma's transpose bit with an MN-major shared layout (TMA boxes of 64 n x 64 k), so
-// B is never copied. A transposed A (stride (1, M)) and a transposed B (stride (1, K)) use the other layout of
-// each; any other strides, or ones TMA cannot address (row pitch not a multiple of 16 bytes, a base not 16-byte
-// aligned), are first copied into a padded row-major buffer whose logical size stays (M, K) / (K, N), so TMA's
-// zero fill still covers the tails.
-// Small outputs (fewer 128 x 256 tiles than half the SMs) use 128 x 128 tiles with a deeper ring instead.
-// The epilogue converts to the input dtype in registers and stores straight to global memory, with bounds
-// checks only in edge tiles.
-//
-// The kernel and its raw-pointer launcher need no ATen: the standalone harness includes this file with
-// CUDA_KERNELS_MATMUL_STANDALONE defined, which leaves out the at::Tensor entry points at the bottom.
+// In steps 9 and 10 each consumer thread writes its accumulators straight to global memory: 64 4-byte stores per
+// thread per 128 x 256 tile, each warp-wide store touching 8 rows with 16 bytes apiece (half-used 32-byte
+// sectors), while the tensor cores sit idle until both consumer warpgroups are through. Here each consumer
+// converts its 64 x BN tile to 16 bits into a 16 KB shared-memory buffer, 64 x 128 at a time (two 64 x 64 boxes
+// in TMA's 128-byte-swizzled layout, which also makes these 4-byte writes bank-conflict free: the 8 rows a warp
+// writes land in 8 different 16-byte columns), and one thread hands each box to TMA, which writes full lines to
+// global memory asynchronously and clips the boxes at the matrix edges (no bounds checks in the kernel). The
+// consumer only waits for TMA to have READ a buffer before refilling it, so the global writes overlap the next
+// tile's main loop. The 2 x 16 KB of buffers still fit beside the ring (227 KB per block).
+// TMA needs the output's row pitch to be a multiple of 16 bytes (N % 8 == 0); other N use step 10's direct
+// stores.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -39,7 +18,7 @@
 #include "cuda/matmul/hopper.cuh"
 
 namespace cuda_kernels::matmul_ladder {
-namespace wgmma09 {
+namespace wgmma11 {
 
 constexpr int kBM = 128;                      // rows of a block tile: 64 per consumer warpgroup (wgmma's M)
 constexpr int kBK = 64;                       // k per ring slot: one 128-byte swizzle row of 16-bit elements
@@ -52,7 +31,8 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 static_assert(hopper::setmaxnreg_fits(kThreads, kProducerRegs, kConsumerRegs),
               "the warpgroups' register budgets fit the block's launch allocation");
 constexpr uint32_t kSwizzleAtom = 1024;  // bytes of 8 swizzled 128-byte rows: the pattern's period
-constexpr int kDefaultGroupM = 16;       // row tiles per group in the tile order
+constexpr int kDefaultGroupM = 8;        // super-tile rows (pairs of row tiles) per group in the tile order
+constexpr int kClusterM = 2;             // blocks per cluster, stacked along M
 
 // Ring depth by tile width: as many slots as fit in the 227 KB of shared memory a block may use.
 template <int BN>
@@ -62,7 +42,9 @@ struct Tile {
   static constexpr uint32_t kBBytes = BN * kBK * 2;   // B slot: 64 k x BN columns
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
   static constexpr int kStages = BN == 256 ? 4 : 6;
-  static constexpr size_t kSmemBytes = kStages * kStageBytes + kSwizzleAtom;  // + slack to align the ring
+  static constexpr uint32_t kOutBytes = 64 * 128 * 2;  // a consumer's output buffer: 64 rows x 128 columns
+  // The ring, then one output buffer per consumer, + slack to align the ring.
+  static constexpr size_t kSmemBytes = kStages * kStageBytes + kConsumers * kOutBytes + kSwizzleAtom;
   static constexpr int kAcc = BN / 2;  // fp32 accumulators per consumer thread: 64 x BN / 128
 };
 
@@ -84,8 +66,9 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t desc_a, 
 // {64, 64}; B K-major {K, N} boxes {64, BN}.
 template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
 __global__ void __launch_bounds__(kThreads, 1)
-    matmul_kernel_09_wgmma_tma(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                               uint16_t* __restrict__ C, int M, int N, int K, int group_m) {
+    matmul_kernel_11_tma_store(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                               const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
+                               int M, int N, int K, int group_m) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tile<BN>;
   constexpr int S = T::kStages;
@@ -95,13 +78,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The ring: S A slots, then S B slots, 1024-byte aligned (the swizzle pattern repeats every 1024 bytes and
   // TMA and wgmma agree on it only from such a boundary).
   const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
-  const uint32_t a_ring = ring, b_ring = ring + S * T::kABytes;
+  const uint32_t a_ring = ring, b_ring = ring + S * T::kABytes, out_ring = b_ring + S * T::kBBytes;
 
-  hopper::init_ring(full_bar, empty_bar, S, kConsumers);
-  __syncthreads();
+  hopper::init_ring(full_bar, empty_bar, S, kConsumers * kClusterM);
+  hopper::cluster_sync();  // the peer's multicast and arrivals may target our barriers from now on
 
+  const uint32_t rank = hopper::cluster_rank();
+  const int64_t cluster_id = blockIdx.x / kClusterM, clusters = gridDim.x / kClusterM;
   const int m_tiles = (M + kBM - 1) / kBM, n_tiles = (N + BN - 1) / BN;
-  const int64_t tiles = int64_t{m_tiles} * n_tiles;
+  const int m_pairs = (m_tiles + kClusterM - 1) / kClusterM;  // super-tile rows: kClusterM row tiles each
+  const int64_t tiles = int64_t{m_pairs} * n_tiles;
   const int k_slabs = (K + kBK - 1) / kBK;
   const int wg = threadIdx.x / 128;
 
@@ -111,10 +97,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       int s = 0;
       uint32_t phase = 0;
-      for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int tm, tn;
-        hopper::grouped_tile(tile, m_tiles, n_tiles, group_m, tm, tn);
-        const int m0 = tm * kBM, n0 = tn * BN;
+      for (int64_t tile = cluster_id; tile < tiles; tile += clusters) {
+        int tp, tn;
+        hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+        const int m0 = (tp * kClusterM + rank) * kBM, n0 = tn * BN;
         for (int kb = 0; kb < k_slabs; ++kb) {
           const int k0 = kb * kBK;
           hopper::mbar_wait(hopper::smem_u32(&empty_bar[s]), phase ^ 1);
@@ -128,12 +114,20 @@ __global__ void __launch_bounds__(kThreads, 1)
           } else {
             hopper::tma_load_2d(a_dst, &tm_a, k0, m0, full);
           }
+          // This block's half of the B slab (columns n0 + rank * BN / 2 + [0, BN / 2)), into both blocks.
+          constexpr uint16_t kBoth = (1u << kClusterM) - 1;
+          constexpr int kHalf = BN / kClusterM;
           if constexpr (kBKMaj) {
-            hopper::tma_load_2d(b_dst, &tm_b, k0, n0, full);
+            // Rows of 64 k, 128 bytes each: the half starts kHalf rows in.
+            hopper::tma_load_2d_multicast(b_dst + rank * kHalf * kBK * 2, &tm_b, k0, n0 + rank * kHalf, full, kBoth);
           } else {
-            // BN / 64 boxes of 64 n x 64 k, 8 KB apart: the LBO of the MN-major descriptor.
-            for (int c = 0; c < BN / kSwizzleCols; ++c)
-              hopper::tma_load_2d(b_dst + c * kSwizzleCols * kBK * 2, &tm_b, n0 + c * kSwizzleCols, k0, full);
+            // Boxes of 64 n x 64 k, 8 KB apart (the LBO of the MN-major descriptor): the kHalf / 64 consecutive
+            // boxes of this block's half.
+            for (int c = 0; c < kHalf / kSwizzleCols; ++c) {
+              const int box = rank * (kHalf / kSwizzleCols) + c;
+              hopper::tma_load_2d_multicast(b_dst + box * kSwizzleCols * kBK * 2, &tm_b, n0 + box * kSwizzleCols, k0,
+                                            full, kBoth);
+            }
           }
           if (++s == S) s = 0, phase ^= 1;
         }
@@ -154,12 +148,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr uint32_t kBStep = kBKMaj ? kWgmmaK * 2 : kWgmmaK * 128;
     constexpr uint32_t kALbo = kAMN ? kMnBlock : 16, kBLbo = kBKMaj ? 16 : kMnBlock;
 
+    // Frees a slot in both blocks of the cluster: both producers write into it.
+    const auto release = [&](int slot) {
+      const uint32_t bar = hopper::smem_u32(&empty_bar[slot]);
+#pragma unroll
+      for (uint32_t r = 0; r < kClusterM; ++r) {
+        if (r == rank) {
+          hopper::mbar_arrive(bar);
+        } else {
+          hopper::mbar_arrive_cluster(hopper::cluster_map(bar, r));
+        }
+      }
+    };
     float acc[T::kAcc];
     int s = 0;
     uint32_t phase = 0;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      int tm, tn;
-      hopper::grouped_tile(tile, m_tiles, n_tiles, group_m, tm, tn);
+    for (int64_t tile = cluster_id; tile < tiles; tile += clusters) {
+      int tp, tn;
+      hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+      const int tm = tp * kClusterM + static_cast<int>(rank);
       int prev = -1;
       for (int kb = 0; kb < k_slabs; ++kb) {
         hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
@@ -175,12 +182,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         hopper::wgmma_commit();
         // The batch issued before this one is done: its slot can be refilled.
         hopper::wgmma_wait<1>();
-        if (prev >= 0 && t == 0) hopper::mbar_arrive(hopper::smem_u32(&empty_bar[prev]));
+        if (prev >= 0 && t == 0) release(prev);
         prev = s;
         if (++s == S) s = 0, phase ^= 1;
       }
       hopper::wgmma_wait<0>();
-      if (t == 0) hopper::mbar_arrive(hopper::smem_u32(&empty_bar[prev]));
+      if (t == 0) release(prev);
 #pragma unroll
       for (int i = 0; i < T::kAcc; ++i) hopper::reg_fence(acc[i]);
 
@@ -188,6 +195,36 @@ __global__ void __launch_bounds__(kThreads, 1)
       // h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
       const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
       const int col0 = tn * BN + 2 * (lane % 4);
+      if (tma_store) {
+        // Halves of 128 columns: two 64 x 64 boxes each, 8 KB apart in the buffer, rows of 128 bytes whose 16-byte
+        // chunks are XOR-swizzled with the row index (mod 8), as TMA reads them.
+        const uint32_t buf = out_ring + consumer * T::kOutBytes;
+#pragma unroll
+        for (int half = 0; half < BN / 128; ++half) {
+          // The previous half's (or tile's) stores must have read the buffer before it is overwritten.
+          if (t == 0) hopper::bulk_wait_read();
+          hopper::named_barrier_sync(1 + consumer, 128);
+#pragma unroll
+          for (int jj = 0; jj < 16; ++jj) {
+            const int j = half * 16 + jj;  // 8-column chunk of the consumer tile; jj / 8 is the box
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t r = warp * 16 + lane / 4 + 8 * h;
+              const uint32_t addr = buf + (jj / 8) * 8192 + r * 128 + (((jj % 8) ^ (r % 8)) * 16) + 4 * (lane % 4);
+              hopper::st_shared_u32(addr, hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
+            }
+          }
+          hopper::fence_proxy_async_smem();
+          hopper::named_barrier_sync(1 + consumer, 128);
+          if (t == 0) {
+            const int m0 = tm * kBM + consumer * 64, n0 = tn * BN + half * 128;
+            hopper::tma_store_2d(&tm_c, buf, n0, m0);
+            hopper::tma_store_2d(&tm_c, buf + 8192, n0 + 64, m0);
+            hopper::bulk_commit();
+          }
+        }
+        continue;
+      }
       const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
       if (full_tile) {
 #pragma unroll
@@ -217,6 +254,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+  if (threadIdx.x % 128 == 0) hopper::bulk_wait();  // the last tile's stores are done before the block exits
+  hopper::cluster_sync();                           // the peer may still arrive on our barriers until it is done
 #endif
 }
 
@@ -230,20 +269,46 @@ template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
                          cudaStream_t stream) {
   using T = Tile<BN>;
-  constexpr auto* kernel = &matmul_kernel_09_wgmma_tma<BN, kBf16, kAMN, kBKMaj>;
+  constexpr auto* kernel = &matmul_kernel_11_tma_store<BN, kBf16, kAMN, kBKMaj>;
   int device = 0;
   cudaError_t err = hopper::opt_in_smem<kernel>(T::kSmemBytes, device);
   if (err != cudaSuccess) return err;
   CUtensorMap map_a, map_b;
   const bool ok_a = kAMN ? hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, M, K, a.ld, kSwizzleCols, kBK)
                          : hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, K, M, a.ld, kSwizzleCols, kBM);
-  const bool ok_b = kBKMaj ? hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, K, N, b.ld, kSwizzleCols, BN)
-                           : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK);
+  const bool ok_b = kBKMaj
+                        ? hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, K, N, b.ld, kSwizzleCols, BN / kClusterM)
+                        : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
-  const int64_t tiles = int64_t{(M + kBM - 1) / kBM} * ((N + BN - 1) / BN);
-  const int grid = static_cast<int>(std::min<int64_t>(tiles, sms));
-  kernel<<<grid, kThreads, T::kSmemBytes, stream>>>(map_a, map_b, static_cast<uint16_t*>(c), M, N, K, group_m);
-  return cudaGetLastError();
+  // The output through TMA when its rows are 16-byte multiples (c is a fresh contiguous tensor: aligned base).
+  CUtensorMap map_c = {};
+  const bool tma_store = N % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
+                         hopper::encode_tensor_map_2d(&map_c, kBf16, c, N, M, N, kSwizzleCols, 64);
+  // Clusters the GPU holds at once (SMs pair up within GPCs only), read once per device.
+  static std::atomic<int> max_clusters[hopper::kMaxDevices] = {};
+  int fit = device < hopper::kMaxDevices ? max_clusters[device].load(std::memory_order_relaxed) : 0;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kClusterM;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = T::kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (fit == 0) {
+    cfg.gridDim = dim3(sms / kClusterM * kClusterM);
+    err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
+    if (err != cudaSuccess) return err;
+    if (fit < 1) return cudaErrorInvalidConfiguration;
+    if (device < hopper::kMaxDevices) max_clusters[device].store(fit, std::memory_order_relaxed);
+  }
+  const int64_t super_tiles = int64_t{(M + kClusterM * kBM - 1) / (kClusterM * kBM)} * ((N + BN - 1) / BN);
+  const int64_t clusters = std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / kClusterM}});
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * kClusterM));
+  return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m);
 }
 
 template <bool kBf16, bool kAMN, bool kBKMaj>
@@ -252,7 +317,7 @@ cudaError_t launch_layout(int M, int N, int K, const Operand& a, const Operand& 
   int bn = opt.block_n;
   if (bn == 0) {
     // 128 x 256 tiles unless they leave more than half the SMs idle.
-    const int64_t wide_tiles = int64_t{(M + kBM - 1) / kBM} * ((N + 255) / 256);
+    const int64_t wide_tiles = int64_t{(M + kClusterM * kBM - 1) / (kClusterM * kBM)} * kClusterM * ((N + 255) / 256);
     bn = 2 * wide_tiles < sms ? 128 : 256;
   }
   const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
@@ -280,62 +345,20 @@ inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, cons
                     : launch_layout<false, false, true>(M, N, K, a, b, c, sms, opt, stream);
 }
 
-// Never launched: its attributes say which code the runtime picked for the device. The sm_90a pass gives it a
-// static shared-memory array, every other pass (sm_80, plain sm_90, PTX) an empty body, so the binary has sm_90a
-// code for this GPU exactly when the kernel reports shared memory. Reading attributes launches nothing and
-// allocates nothing, so the first matmul may even come inside a CUDA-graph capture.
-constexpr int kProbeSharedWords = 32;
-__global__ void wgmma_probe_kernel(int* flag) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  __shared__ int marker[kProbeSharedWords];
-  marker[threadIdx.x % kProbeSharedWords] = static_cast<int>(threadIdx.x);
-  __syncthreads();
-  *flag = marker[0];
-#endif
-}
-
-// True when `device` is compute 9.0 and this binary runs sm_90a code on it; read once per device and cached.
-inline bool probe_wgmma(int device) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
-  if (device < 0) return false;
-  if (device < kMaxDevices) {
-    const int cached = cache[device].load(std::memory_order_relaxed);
-    if (cached != 0) return cached == 2;
-  }
-  int major = 0, minor = 0, previous = 0;
-  bool yes = false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
-      minor == 0 && cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) {
-    cudaFuncAttributes attr{};
-    yes = cudaFuncGetAttributes(&attr, wgmma_probe_kernel) == cudaSuccess &&
-          attr.sharedSizeBytes >= kProbeSharedWords * sizeof(int);
-    cudaSetDevice(previous);
-  }
-  (void)cudaGetLastError();  // no kernel image for this device leaves an error behind
-  if (device < kMaxDevices) cache[device].store(yes ? 2 : 1, std::memory_order_relaxed);
-  return yes;
-}
-
-}  // namespace wgmma09
+}  // namespace wgmma11
 }  // namespace cuda_kernels::matmul_ladder
 
-#ifndef CUDA_KERNELS_MATMUL_STANDALONE
 #include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
 
-bool wgmma_available(int device) {
-  return wgmma09::probe_wgmma(device);
-}
+bool wgmma_available(int device);  // defined with step 9
 
-void launch_09_wgmma_tma(const Args& args) {
-  const hopper::Call call = hopper::prepare_call("09_wgmma_tma", args, &wgmma_available);
-  hopper::check_launch("09_wgmma_tma", wgmma09::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c,
+void launch_11_tma_store(const Args& args) {
+  const hopper::Call call = hopper::prepare_call("11_tma_store", args, &wgmma_available);
+  hopper::check_launch("11_tma_store", wgmma11::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c,
                                                        sm_count(call.device), call.stream));
 }
 
 }  // namespace cuda_kernels::matmul_ladder
-#endif  // CUDA_KERNELS_MATMUL_STANDALONE

@@ -1,4 +1,5 @@
-// Ladder step 13 (float32 inputs while TF32 is allowed): Hopper tensor cores on float32 data, as TF32.
+// matmul special case tf32_wgmma (variant 13; float32 inputs while TF32 is allowed): Hopper tensor cores on
+// float32 data, as TF32.
 //
 // torch.mm runs float32 on the tensor cores when torch.backends.cuda.matmul.allow_tf32 (or
 // torch.set_float32_matmul_precision("high")) allows it: each input keeps 10 explicit mantissa bits (TF32), the
@@ -19,17 +20,14 @@
 // Rounding: cuBLAS rounds both operands to TF32 to nearest, so do we. X's elements are rounded (cvt.rna) as they
 // are loaded into registers. wgmma reading Y from shared memory would truncate it (it drops the low 13 bits of each
 // float32), and rounding Y in shared memory costs more shared-memory bandwidth than the main loop leaves
-// (docs/matmul.md, tuning log). So Y is rounded into a scratch buffer in global memory, which TMA then reads, by
-// the producer warpgroup's three idle warps while the consumers compute: the blocks share out small units of Y
-// (32 rows x 64 k) in the order the tiles need them, and the TMA thread waits on a per-(tile row, k chunk) counter
-// before it loads a Y slab. The pass over Y thus overlaps the GEMM instead of running before it (a separate pass
-// kernel cost the time of reading and writing Y once). Units are claimed dynamically, so the blocks that run do
-// all the rounding between them: no block waits on one that has not started.
-// Epilogue: fp32 accumulators stored straight to global memory; both orientations write whole 32-byte sectors
-// (4 lanes x 8 bytes along a row of C, or 8 lanes x 4 bytes along a column of D).
-//
-// The kernel and its raw-pointer launcher need no ATen (CUDA_KERNELS_MATMUL_STANDALONE leaves out the at::Tensor
-// entry point at the bottom, for the standalone harness).
+// (docs/matmul.md, "Tried and not kept"). So Y is rounded into a scratch buffer in global memory, which TMA then reads,
+// by the producer warpgroup's three idle warps while the consumers compute: the blocks share out small units of Y (32
+// rows x 64 k) in the order the tiles need them, and the TMA thread waits on a per-(tile row, k chunk) counter before
+// it loads a Y slab. The pass over Y thus overlaps the GEMM instead of running before it (a separate pass kernel cost
+// the time of reading and writing Y once). Units are claimed dynamically, so the blocks that run do all the rounding
+// between them: no block waits on one that has not started. Epilogue: fp32 accumulators stored straight to global
+// memory; both orientations write whole 32-byte sectors (4 lanes x 8 bytes along a row of C, or 8 lanes x 4 bytes along
+// a column of D).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -203,8 +201,8 @@ __device__ __forceinline__ uint32_t x_offset(int x, int k) {
 // {32, YN}.
 template <int YN, bool kXMN, bool kTransposeOut>
 __global__ void __launch_bounds__(kThreads, 1)
-    matmul_kernel_13_tf32_wgmma(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_y,
-                                float* __restrict__ C, int xs, int ys, int K, int ldc, int group, RoundY ry) {
+    matmul_kernel_tf32_wgmma(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_y,
+                             float* __restrict__ C, int xs, int ys, int K, int ldc, int group, RoundY ry) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tile<YN>;
   constexpr int S = T::kStages;
@@ -373,7 +371,7 @@ template <int YN, bool kXMN, bool kTransposeOut>
 cudaError_t launch_typed(int xs, int ys, int K, const hopper::Operand& x, const RoundY& ry, float* c, int ldc, int sms,
                          int group, cudaStream_t stream) {
   using T = Tile<YN>;
-  constexpr auto* kernel = &matmul_kernel_13_tf32_wgmma<YN, kXMN, kTransposeOut>;
+  constexpr auto* kernel = &matmul_kernel_tf32_wgmma<YN, kXMN, kTransposeOut>;
   int device = 0;
   cudaError_t err = hopper::opt_in_smem<kernel>(T::kSmemBytes, device);
   if (err != cudaSuccess) return err;
@@ -444,7 +442,6 @@ inline cudaError_t launch(int M, int N, int K, const hopper::Operand& a, const h
 }  // namespace wgmma13
 }  // namespace cuda_kernels::matmul_ladder
 
-#ifndef CUDA_KERNELS_MATMUL_STANDALONE
 #include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
@@ -452,8 +449,8 @@ namespace cuda_kernels::matmul_ladder {
 
 bool wgmma_available(int device);  // defined with step 9
 
-void launch_13_tf32_wgmma(const Args& args) {
-  hopper::Call call = hopper::prepare_call("13_tf32_wgmma", args, &wgmma_available, /*float32=*/true);
+void launch_tf32_wgmma(const Args& args) {
+  hopper::Call call = hopper::prepare_call("tf32_wgmma", args, &wgmma_available, /*float32=*/true);
   if (call.a.mn_major && call.b.mn_major) {
     // Neither operand is K-major (A a transposed view, B row-major): A is copied row-major, padded to a pitch
     // TMA can address.
@@ -464,10 +461,9 @@ void launch_13_tf32_wgmma(const Args& args) {
   // Scratch for the rounded Y from the call's workspace (stream-ordered: concurrent calls never share it).
   auto* scratch = static_cast<float*>(
       args.workspace->alloc(sizeof(float) * wgmma13::workspace_floats(call.M, call.N, call.K, call.b)));
-  hopper::check_launch("13_tf32_wgmma",
+  hopper::check_launch("tf32_wgmma",
                        wgmma13::launch(call.M, call.N, call.K, call.a, call.b, static_cast<float*>(call.c),
                                        sm_count(call.device), call.stream, scratch));
 }
 
 }  // namespace cuda_kernels::matmul_ladder
-#endif  // CUDA_KERNELS_MATMUL_STANDALONE

@@ -1,24 +1,34 @@
-// Ladder step 10: step 9 + 2-block clusters sharing B through TMA multicast.
+// Ladder step 9: Hopper tensor cores. wgmma (warpgroup MMA) fed by TMA, warp-specialized and persistent.
 //
-// Step 9's 128 x 256 tiles need 48 KB from L2 per 64-deep k slab (16 KB of A, 32 KB of B) for 4.2 MFLOP: with
-// all 132 SMs at tensor-core speed that is ~8 TB/s of L2 -> SM traffic, a large share of what the L2 delivers.
-// (Measured on the H100, this step alone runs within noise of step 9: the stores of the epilogue, which step 11
-// moves to TMA, weigh more; the two together beat either alone.)
-// Here blocks run in clusters of two that own vertically adjacent tiles (rows 256p + [0, 128) and + [128, 256), the
-// same 256 columns): they need the same B slab. Each block loads its own A and HALF of the B slab, with TMA multicast
-// writing that half into both blocks' shared memory (and signalling both blocks' "full" barriers). Per block that is 16
-// + 16 KB from L2 instead of 16 + 32 KB: a third less traffic for the same work. The cost is coupling: a slot may be
-// refilled only when the consumers of BOTH blocks are done with it (the peer writes into it too), so each consumer
-// warpgroup arrives on the "empty" barrier of both blocks (a remote mbarrier arrive through the cluster's shared-memory
-// window), and those barriers count 4 arrivals. The pair walks the same sequence of 256 x BN super-tiles; when M has an
-// odd number of row tiles, the second block of the last pair computes zeros from TMA's out-of-bounds fill and stores
-// nothing. Blocks meet at cluster barriers after initializing their mbarriers (the peer's multicast may signal them)
-// and before exiting (the peer may still arrive on them). The persistent grid is capped at the clusters the GPU can
-// hold at once (cudaOccupancyMaxActiveClusters), so no cluster waits for another to finish. Everything else (warp
-// specialization, ring, setmaxnreg, layouts, epilogue) is step 9's.
-//
-// Like step 9, the kernel and its raw-pointer launcher need no ATen (CUDA_KERNELS_MATMUL_STANDALONE leaves out
-// the at::Tensor entry point).
+// Steps 1-6 compute with scalar FMAs on CUDA cores. The H100's tensor cores are ~15x faster for 16-bit inputs,
+// and on Hopper their full rate is reached only through wgmma.mma_async (sm_90a): a warpgroup (4 warps, 128
+// threads) multiplies a 64 x 16 tile of A by a 16 x N tile of B (N up to 256) read straight from shared memory,
+// accumulating a 64 x N fp32 tile in registers, asynchronously. Feeding it is the whole game:
+//  - TMA (cp.async.bulk.tensor): one thread issues a copy of a whole 2-D box of A or B from global to shared
+//    memory; the copy engine computes the addresses, zero-fills what lies outside the matrix (so M, N, K tails
+//    need no code), writes the 128-byte-swizzled layout wgmma reads without bank conflicts, and reports
+//    completion on an mbarrier as bytes arrive.
+//  - Warp specialization: warpgroup 0 is the producer (one thread issues TMA), warpgroups 1 and 2 are consumers
+//    that each own 64 rows of the 128 x kBN block tile (kBN = 256: 128 fp32 accumulators per thread). They talk
+//    through a kStages-deep ring of shared-memory slots with two mbarriers per slot: "full" (TMA landed the
+//    slot's bytes) and "empty" (both consumers' wgmma finished reading it). The producer runs up to kStages
+//    k-slabs ahead; the consumers never wait on memory while the ring holds data.
+//  - setmaxnreg: the producer needs few registers, so it gives them up (40) and the consumers take them (232),
+//    leaving room for the 128 accumulators plus addressing without spills.
+//  - Persistent grid: one block per SM loops over output tiles (grouped order, kDefaultGroupM row tiles at a time, so
+//    the tiles in flight together share rows of A and columns of B in L2). The producer fills the ring for the
+//    next tile while the consumers still store the previous one, hiding the epilogue's memory traffic partly.
+//  - Each consumer keeps one wgmma batch in flight while waiting for the next slot: it releases a slot only once
+//    the batch after it was issued (wgmma.wait_group 1), so the tensor cores always have queued work.
+// Layouts: row-major A (M, K) is K-major, what wgmma reads natively; row-major B (K, N) is MN-major (n
+// contiguous), read through wgmma's transpose bit with an MN-major shared layout (TMA boxes of 64 n x 64 k), so
+// B is never copied. A transposed A (stride (1, M)) and a transposed B (stride (1, K)) use the other layout of
+// each; any other strides, or ones TMA cannot address (row pitch not a multiple of 16 bytes, a base not 16-byte
+// aligned), are first copied into a padded row-major buffer whose logical size stays (M, K) / (K, N), so TMA's
+// zero fill still covers the tails.
+// Small outputs (fewer 128 x 256 tiles than half the SMs) use 128 x 128 tiles with a deeper ring instead.
+// The epilogue converts to the input dtype in registers and stores straight to global memory, with bounds
+// checks only in edge tiles.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -26,7 +36,7 @@
 #include "cuda/matmul/hopper.cuh"
 
 namespace cuda_kernels::matmul_ladder {
-namespace wgmma10 {
+namespace wgmma09 {
 
 constexpr int kBM = 128;                      // rows of a block tile: 64 per consumer warpgroup (wgmma's M)
 constexpr int kBK = 64;                       // k per ring slot: one 128-byte swizzle row of 16-bit elements
@@ -39,8 +49,7 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 static_assert(hopper::setmaxnreg_fits(kThreads, kProducerRegs, kConsumerRegs),
               "the warpgroups' register budgets fit the block's launch allocation");
 constexpr uint32_t kSwizzleAtom = 1024;  // bytes of 8 swizzled 128-byte rows: the pattern's period
-constexpr int kDefaultGroupM = 8;        // super-tile rows (pairs of row tiles) per group in the tile order
-constexpr int kClusterM = 2;             // blocks per cluster, stacked along M
+constexpr int kDefaultGroupM = 16;       // row tiles per group in the tile order
 
 // Ring depth by tile width: as many slots as fit in the 227 KB of shared memory a block may use.
 template <int BN>
@@ -72,9 +81,8 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t desc_a, 
 // {64, 64}; B K-major {K, N} boxes {64, BN}.
 template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
 __global__ void __launch_bounds__(kThreads, 1)
-    matmul_kernel_10_cluster_multicast(const __grid_constant__ CUtensorMap tm_a,
-                                       const __grid_constant__ CUtensorMap tm_b, uint16_t* __restrict__ C, int M, int N,
-                                       int K, int group_m) {
+    matmul_kernel_09_wgmma_tma(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                               uint16_t* __restrict__ C, int M, int N, int K, int group_m) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tile<BN>;
   constexpr int S = T::kStages;
@@ -86,14 +94,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
   const uint32_t a_ring = ring, b_ring = ring + S * T::kABytes;
 
-  hopper::init_ring(full_bar, empty_bar, S, kConsumers * kClusterM);
-  hopper::cluster_sync();  // the peer's multicast and arrivals may target our barriers from now on
+  hopper::init_ring(full_bar, empty_bar, S, kConsumers);
+  __syncthreads();
 
-  const uint32_t rank = hopper::cluster_rank();
-  const int64_t cluster_id = blockIdx.x / kClusterM, clusters = gridDim.x / kClusterM;
   const int m_tiles = (M + kBM - 1) / kBM, n_tiles = (N + BN - 1) / BN;
-  const int m_pairs = (m_tiles + kClusterM - 1) / kClusterM;  // super-tile rows: kClusterM row tiles each
-  const int64_t tiles = int64_t{m_pairs} * n_tiles;
+  const int64_t tiles = int64_t{m_tiles} * n_tiles;
   const int k_slabs = (K + kBK - 1) / kBK;
   const int wg = threadIdx.x / 128;
 
@@ -103,10 +108,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       int s = 0;
       uint32_t phase = 0;
-      for (int64_t tile = cluster_id; tile < tiles; tile += clusters) {
-        int tp, tn;
-        hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
-        const int m0 = (tp * kClusterM + rank) * kBM, n0 = tn * BN;
+      for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int tm, tn;
+        hopper::grouped_tile(tile, m_tiles, n_tiles, group_m, tm, tn);
+        const int m0 = tm * kBM, n0 = tn * BN;
         for (int kb = 0; kb < k_slabs; ++kb) {
           const int k0 = kb * kBK;
           hopper::mbar_wait(hopper::smem_u32(&empty_bar[s]), phase ^ 1);
@@ -120,20 +125,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           } else {
             hopper::tma_load_2d(a_dst, &tm_a, k0, m0, full);
           }
-          // This block's half of the B slab (columns n0 + rank * BN / 2 + [0, BN / 2)), into both blocks.
-          constexpr uint16_t kBoth = (1u << kClusterM) - 1;
-          constexpr int kHalf = BN / kClusterM;
           if constexpr (kBKMaj) {
-            // Rows of 64 k, 128 bytes each: the half starts kHalf rows in.
-            hopper::tma_load_2d_multicast(b_dst + rank * kHalf * kBK * 2, &tm_b, k0, n0 + rank * kHalf, full, kBoth);
+            hopper::tma_load_2d(b_dst, &tm_b, k0, n0, full);
           } else {
-            // Boxes of 64 n x 64 k, 8 KB apart (the LBO of the MN-major descriptor): the kHalf / 64 consecutive
-            // boxes of this block's half.
-            for (int c = 0; c < kHalf / kSwizzleCols; ++c) {
-              const int box = rank * (kHalf / kSwizzleCols) + c;
-              hopper::tma_load_2d_multicast(b_dst + box * kSwizzleCols * kBK * 2, &tm_b, n0 + box * kSwizzleCols, k0,
-                                            full, kBoth);
-            }
+            // BN / 64 boxes of 64 n x 64 k, 8 KB apart: the LBO of the MN-major descriptor.
+            for (int c = 0; c < BN / kSwizzleCols; ++c)
+              hopper::tma_load_2d(b_dst + c * kSwizzleCols * kBK * 2, &tm_b, n0 + c * kSwizzleCols, k0, full);
           }
           if (++s == S) s = 0, phase ^= 1;
         }
@@ -154,25 +151,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr uint32_t kBStep = kBKMaj ? kWgmmaK * 2 : kWgmmaK * 128;
     constexpr uint32_t kALbo = kAMN ? kMnBlock : 16, kBLbo = kBKMaj ? 16 : kMnBlock;
 
-    // Frees a slot in both blocks of the cluster: both producers write into it.
-    const auto release = [&](int slot) {
-      const uint32_t bar = hopper::smem_u32(&empty_bar[slot]);
-#pragma unroll
-      for (uint32_t r = 0; r < kClusterM; ++r) {
-        if (r == rank) {
-          hopper::mbar_arrive(bar);
-        } else {
-          hopper::mbar_arrive_cluster(hopper::cluster_map(bar, r));
-        }
-      }
-    };
     float acc[T::kAcc];
     int s = 0;
     uint32_t phase = 0;
-    for (int64_t tile = cluster_id; tile < tiles; tile += clusters) {
-      int tp, tn;
-      hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
-      const int tm = tp * kClusterM + static_cast<int>(rank);
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      int tm, tn;
+      hopper::grouped_tile(tile, m_tiles, n_tiles, group_m, tm, tn);
       int prev = -1;
       for (int kb = 0; kb < k_slabs; ++kb) {
         hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
@@ -188,12 +172,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         hopper::wgmma_commit();
         // The batch issued before this one is done: its slot can be refilled.
         hopper::wgmma_wait<1>();
-        if (prev >= 0 && t == 0) release(prev);
+        if (prev >= 0 && t == 0) hopper::mbar_arrive(hopper::smem_u32(&empty_bar[prev]));
         prev = s;
         if (++s == S) s = 0, phase ^= 1;
       }
       hopper::wgmma_wait<0>();
-      if (t == 0) release(prev);
+      if (t == 0) hopper::mbar_arrive(hopper::smem_u32(&empty_bar[prev]));
 #pragma unroll
       for (int i = 0; i < T::kAcc; ++i) hopper::reg_fence(acc[i]);
 
@@ -230,7 +214,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  hopper::cluster_sync();  // the peer may still arrive on our barriers until it is done
 #endif
 }
 
@@ -244,42 +227,20 @@ template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
                          cudaStream_t stream) {
   using T = Tile<BN>;
-  constexpr auto* kernel = &matmul_kernel_10_cluster_multicast<BN, kBf16, kAMN, kBKMaj>;
+  constexpr auto* kernel = &matmul_kernel_09_wgmma_tma<BN, kBf16, kAMN, kBKMaj>;
   int device = 0;
   cudaError_t err = hopper::opt_in_smem<kernel>(T::kSmemBytes, device);
   if (err != cudaSuccess) return err;
   CUtensorMap map_a, map_b;
   const bool ok_a = kAMN ? hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, M, K, a.ld, kSwizzleCols, kBK)
                          : hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, K, M, a.ld, kSwizzleCols, kBM);
-  const bool ok_b = kBKMaj
-                        ? hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, K, N, b.ld, kSwizzleCols, BN / kClusterM)
-                        : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK);
+  const bool ok_b = kBKMaj ? hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, K, N, b.ld, kSwizzleCols, BN)
+                           : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
-  // Clusters the GPU holds at once (SMs pair up within GPCs only), read once per device.
-  static std::atomic<int> max_clusters[hopper::kMaxDevices] = {};
-  int fit = device < hopper::kMaxDevices ? max_clusters[device].load(std::memory_order_relaxed) : 0;
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kClusterM;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = T::kSmemBytes;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (fit == 0) {
-    cfg.gridDim = dim3(sms / kClusterM * kClusterM);
-    err = cudaOccupancyMaxActiveClusters(&fit, kernel, &cfg);
-    if (err != cudaSuccess) return err;
-    if (fit < 1) return cudaErrorInvalidConfiguration;
-    if (device < hopper::kMaxDevices) max_clusters[device].store(fit, std::memory_order_relaxed);
-  }
-  const int64_t super_tiles = int64_t{(M + kClusterM * kBM - 1) / (kClusterM * kBM)} * ((N + BN - 1) / BN);
-  const int64_t clusters = std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / kClusterM}});
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * kClusterM));
-  return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, static_cast<uint16_t*>(c), M, N, K, group_m);
+  const int64_t tiles = int64_t{(M + kBM - 1) / kBM} * ((N + BN - 1) / BN);
+  const int grid = static_cast<int>(std::min<int64_t>(tiles, sms));
+  kernel<<<grid, kThreads, T::kSmemBytes, stream>>>(map_a, map_b, static_cast<uint16_t*>(c), M, N, K, group_m);
+  return cudaGetLastError();
 }
 
 template <bool kBf16, bool kAMN, bool kBKMaj>
@@ -288,7 +249,7 @@ cudaError_t launch_layout(int M, int N, int K, const Operand& a, const Operand& 
   int bn = opt.block_n;
   if (bn == 0) {
     // 128 x 256 tiles unless they leave more than half the SMs idle.
-    const int64_t wide_tiles = int64_t{(M + kClusterM * kBM - 1) / (kClusterM * kBM)} * kClusterM * ((N + 255) / 256);
+    const int64_t wide_tiles = int64_t{(M + kBM - 1) / kBM} * ((N + 255) / 256);
     bn = 2 * wide_tiles < sms ? 128 : 256;
   }
   const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
@@ -316,22 +277,60 @@ inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, cons
                     : launch_layout<false, false, true>(M, N, K, a, b, c, sms, opt, stream);
 }
 
-}  // namespace wgmma10
+// Never launched: its attributes say which code the runtime picked for the device. The sm_90a pass gives it a
+// static shared-memory array, every other pass (sm_80, plain sm_90, PTX) an empty body, so the binary has sm_90a
+// code for this GPU exactly when the kernel reports shared memory. Reading attributes launches nothing and
+// allocates nothing, so the first matmul may even come inside a CUDA-graph capture.
+constexpr int kProbeSharedWords = 32;
+__global__ void wgmma_probe_kernel(int* flag) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __shared__ int marker[kProbeSharedWords];
+  marker[threadIdx.x % kProbeSharedWords] = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  *flag = marker[0];
+#endif
+}
+
+// True when `device` is compute 9.0 and this binary runs sm_90a code on it; read once per device and cached.
+inline bool probe_wgmma(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
+  if (device < 0) return false;
+  if (device < kMaxDevices) {
+    const int cached = cache[device].load(std::memory_order_relaxed);
+    if (cached != 0) return cached == 2;
+  }
+  int major = 0, minor = 0, previous = 0;
+  bool yes = false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
+      minor == 0 && cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) {
+    cudaFuncAttributes attr{};
+    yes = cudaFuncGetAttributes(&attr, wgmma_probe_kernel) == cudaSuccess &&
+          attr.sharedSizeBytes >= kProbeSharedWords * sizeof(int);
+    cudaSetDevice(previous);
+  }
+  (void)cudaGetLastError();  // no kernel image for this device leaves an error behind
+  if (device < kMaxDevices) cache[device].store(yes ? 2 : 1, std::memory_order_relaxed);
+  return yes;
+}
+
+}  // namespace wgmma09
 }  // namespace cuda_kernels::matmul_ladder
 
-#ifndef CUDA_KERNELS_MATMUL_STANDALONE
 #include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
 
-bool wgmma_available(int device);  // defined with step 9
+bool wgmma_available(int device) {
+  return wgmma09::probe_wgmma(device);
+}
 
-void launch_10_cluster_multicast(const Args& args) {
-  const hopper::Call call = hopper::prepare_call("10_cluster_multicast", args, &wgmma_available);
-  hopper::check_launch("10_cluster_multicast", wgmma10::launch(call.bf16, call.M, call.N, call.K, call.a, call.b,
-                                                               call.c, sm_count(call.device), call.stream));
+void launch_09_wgmma_tma(const Args& args) {
+  const hopper::Call call = hopper::prepare_call("09_wgmma_tma", args, &wgmma_available);
+  hopper::check_launch("09_wgmma_tma", wgmma09::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c,
+                                                       sm_count(call.device), call.stream));
 }
 
 }  // namespace cuda_kernels::matmul_ladder
-#endif  // CUDA_KERNELS_MATMUL_STANDALONE

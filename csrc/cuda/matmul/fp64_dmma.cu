@@ -1,4 +1,4 @@
-// Ladder step 15: float64 on the tensor cores (DMMA, sm_80+).
+// matmul special case fp64_dmma (variant 15): float64 on the tensor cores (DMMA, sm_80+).
 //
 // Steps 1-6 compute float64 with FMAs on the FP64 units; since the A100, the tensor cores also multiply doubles,
 // at twice that rate on the H100 (67 TFLOP/s at boost clock against 34 for the FP64 units), each product exact and
@@ -24,13 +24,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <iterator>
 #include <string>
 
 #include "cuda/matmul/args.h"
 #include "cuda/matmul/mma_sm80.cuh"
+#include "cuda/matmul/tuning.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -78,7 +77,7 @@ __device__ __forceinline__ void mma_f64(double (&d)[4], const double (&a)[2], do
       : "+d"(d[2]), "+d"(d[3])
       : "d"(a[1]), "d"(b));
 #else
-  __trap();  // the launcher never runs this step below compute 8.0
+  __trap();  // the launcher never runs this kernel below compute 8.0
 #endif
 }
 
@@ -133,8 +132,8 @@ __device__ __forceinline__ void load_slab(double* as, double* bs, const double* 
 // C = A @ B (all row-major float64), one 128 x 128 tile per block, blocks in grouped order.
 template <class Cfg, bool kVec>
 __global__ void __launch_bounds__(kThreads, 1)
-    matmul_kernel_15_dmma(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C, int64_t M,
-                          int64_t N, int64_t K) {
+    matmul_kernel_fp64_dmma(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
+                            int64_t M, int64_t N, int64_t K) {
   constexpr int kBK = Cfg::kBK, kStages = Cfg::kStages, kAPitch = Cfg::kAPitch;
   constexpr int kAStage = Cfg::kAStage, kBStage = Cfg::kBStage;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -214,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <class Cfg, bool kVec>
 void launch_typed(const Args& args) {
   const int64_t M = args.M, N = args.N, K = args.K;
-  constexpr auto* kernel = &matmul_kernel_15_dmma<Cfg, kVec>;
+  constexpr auto* kernel = &matmul_kernel_fp64_dmma<Cfg, kVec>;
   opt_in_dynamic_smem<kernel>(Cfg::kSmemBytes, args.device);
   const int64_t tiles = ceil_div<int64_t>(M, kBM) * ceil_div<int64_t>(N, kBN);
   CUDA_KERNELS_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N,
@@ -266,17 +265,17 @@ std::string config_names() {
 
 }  // namespace
 
-void launch_15_dmma(const Args& args) {
+void launch_fp64_dmma(const Args& args) {
   const int device = args.device;
   const auto optin =
       static_cast<size_t>(detail::cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(device));
-  // Tuning knob, read at every call: CUDA_KERNELS_MATMUL_15_CONFIG=<name> forces a configuration.
-  if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_15_CONFIG"); forced != nullptr && forced[0] != '\0') {
-    const NamedConfig* cfg = std::find_if(std::begin(kConfigs), std::end(kConfigs),
-                                          [&](const NamedConfig& c) { return std::strcmp(c.name, forced) == 0; });
-    CUDA_KERNELS_CHECK(cfg != std::end(kConfigs), "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced,
+  // The config_fp64 tuning knob (cuda/matmul/tuning.h) forces a configuration.
+  if (const std::string& forced = tuning().config_fp64; !forced.empty()) {
+    const NamedConfig* cfg =
+        std::find_if(std::begin(kConfigs), std::end(kConfigs), [&](const NamedConfig& c) { return forced == c.name; });
+    CUDA_KERNELS_CHECK(cfg != std::end(kConfigs), "cuda_kernels.matmul: tuning knob config_fp64=", forced,
                        " is not a compiled configuration; available: ", config_names());
-    CUDA_KERNELS_CHECK(cfg->smem <= optin, "cuda_kernels.matmul: CUDA_KERNELS_MATMUL_15_CONFIG=", forced, " needs ",
+    CUDA_KERNELS_CHECK(cfg->smem <= optin, "cuda_kernels.matmul: tuning knob config_fp64=", forced, " needs ",
                        cfg->smem, " bytes of shared memory per block; device ", device, " allows ", optin);
     cfg->launch(args);
     return;
@@ -287,7 +286,7 @@ void launch_15_dmma(const Args& args) {
       return;
     }
   }
-  fail("cuda_kernels.matmul: step 15 needs ", kConfigs[kPreferred - 1].smem,
+  fail("cuda_kernels.matmul: fp64_dmma needs ", kConfigs[kPreferred - 1].smem,
        " bytes of shared memory per block; device ", device, " allows ", optin);
 }
 

@@ -1,19 +1,21 @@
-// Ladder step 11: step 10 + a TMA store epilogue.
+// Ladder step 10: step 9 + 2-block clusters sharing B through TMA multicast.
 //
-// In steps 9 and 10 each consumer thread writes its accumulators straight to global memory: 64 4-byte stores per
-// thread per 128 x 256 tile, each warp-wide store touching 8 rows with 16 bytes apiece (half-used 32-byte
-// sectors), while the tensor cores sit idle until both consumer warpgroups are through. Here each consumer
-// converts its 64 x BN tile to 16 bits into a 16 KB shared-memory buffer, 64 x 128 at a time (two 64 x 64 boxes
-// in TMA's 128-byte-swizzled layout, which also makes these 4-byte writes bank-conflict free: the 8 rows a warp
-// writes land in 8 different 16-byte columns), and one thread hands each box to TMA, which writes full lines to
-// global memory asynchronously and clips the boxes at the matrix edges (no bounds checks in the kernel). The
-// consumer only waits for TMA to have READ a buffer before refilling it, so the global writes overlap the next
-// tile's main loop. The 2 x 16 KB of buffers still fit beside the ring (227 KB per block).
-// TMA needs the output's row pitch to be a multiple of 16 bytes (N % 8 == 0); other N use step 10's direct
-// stores.
-//
-// Like step 9, the kernel and its raw-pointer launcher need no ATen (CUDA_KERNELS_MATMUL_STANDALONE leaves out
-// the at::Tensor entry point).
+// Step 9's 128 x 256 tiles need 48 KB from L2 per 64-deep k slab (16 KB of A, 32 KB of B) for 4.2 MFLOP: with
+// all 132 SMs at tensor-core speed that is ~8 TB/s of L2 -> SM traffic, a large share of what the L2 delivers.
+// (Measured on the H100, this step alone runs within noise of step 9: the stores of the epilogue, which step 11
+// moves to TMA, weigh more; the two together beat either alone.)
+// Here blocks run in clusters of two that own vertically adjacent tiles (rows 256p + [0, 128) and + [128, 256), the
+// same 256 columns): they need the same B slab. Each block loads its own A and HALF of the B slab, with TMA multicast
+// writing that half into both blocks' shared memory (and signalling both blocks' "full" barriers). Per block that is 16
+// + 16 KB from L2 instead of 16 + 32 KB: a third less traffic for the same work. The cost is coupling: a slot may be
+// refilled only when the consumers of BOTH blocks are done with it (the peer writes into it too), so each consumer
+// warpgroup arrives on the "empty" barrier of both blocks (a remote mbarrier arrive through the cluster's shared-memory
+// window), and those barriers count 4 arrivals. The pair walks the same sequence of 256 x BN super-tiles; when M has an
+// odd number of row tiles, the second block of the last pair computes zeros from TMA's out-of-bounds fill and stores
+// nothing. Blocks meet at cluster barriers after initializing their mbarriers (the peer's multicast may signal them)
+// and before exiting (the peer may still arrive on them). The persistent grid is capped at the clusters the GPU can
+// hold at once (cudaOccupancyMaxActiveClusters), so no cluster waits for another to finish. Everything else (warp
+// specialization, ring, setmaxnreg, layouts, epilogue) is step 9's.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -21,7 +23,7 @@
 #include "cuda/matmul/hopper.cuh"
 
 namespace cuda_kernels::matmul_ladder {
-namespace wgmma11 {
+namespace wgmma10 {
 
 constexpr int kBM = 128;                      // rows of a block tile: 64 per consumer warpgroup (wgmma's M)
 constexpr int kBK = 64;                       // k per ring slot: one 128-byte swizzle row of 16-bit elements
@@ -45,9 +47,7 @@ struct Tile {
   static constexpr uint32_t kBBytes = BN * kBK * 2;   // B slot: 64 k x BN columns
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
   static constexpr int kStages = BN == 256 ? 4 : 6;
-  static constexpr uint32_t kOutBytes = 64 * 128 * 2;  // a consumer's output buffer: 64 rows x 128 columns
-  // The ring, then one output buffer per consumer, + slack to align the ring.
-  static constexpr size_t kSmemBytes = kStages * kStageBytes + kConsumers * kOutBytes + kSwizzleAtom;
+  static constexpr size_t kSmemBytes = kStages * kStageBytes + kSwizzleAtom;  // + slack to align the ring
   static constexpr int kAcc = BN / 2;  // fp32 accumulators per consumer thread: 64 x BN / 128
 };
 
@@ -69,9 +69,9 @@ __device__ __forceinline__ void wgmma_tile(float (&d)[BN / 2], uint64_t desc_a, 
 // {64, 64}; B K-major {K, N} boxes {64, BN}.
 template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
 __global__ void __launch_bounds__(kThreads, 1)
-    matmul_kernel_11_tma_store(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                               const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
-                               int M, int N, int K, int group_m) {
+    matmul_kernel_10_cluster_multicast(const __grid_constant__ CUtensorMap tm_a,
+                                       const __grid_constant__ CUtensorMap tm_b, uint16_t* __restrict__ C, int M, int N,
+                                       int K, int group_m) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tile<BN>;
   constexpr int S = T::kStages;
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The ring: S A slots, then S B slots, 1024-byte aligned (the swizzle pattern repeats every 1024 bytes and
   // TMA and wgmma agree on it only from such a boundary).
   const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
-  const uint32_t a_ring = ring, b_ring = ring + S * T::kABytes, out_ring = b_ring + S * T::kBBytes;
+  const uint32_t a_ring = ring, b_ring = ring + S * T::kABytes;
 
   hopper::init_ring(full_bar, empty_bar, S, kConsumers * kClusterM);
   hopper::cluster_sync();  // the peer's multicast and arrivals may target our barriers from now on
@@ -198,36 +198,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       // h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
       const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
       const int col0 = tn * BN + 2 * (lane % 4);
-      if (tma_store) {
-        // Halves of 128 columns: two 64 x 64 boxes each, 8 KB apart in the buffer, rows of 128 bytes whose 16-byte
-        // chunks are XOR-swizzled with the row index (mod 8), as TMA reads them.
-        const uint32_t buf = out_ring + consumer * T::kOutBytes;
-#pragma unroll
-        for (int half = 0; half < BN / 128; ++half) {
-          // The previous half's (or tile's) stores must have read the buffer before it is overwritten.
-          if (t == 0) hopper::bulk_wait_read();
-          hopper::named_barrier_sync(1 + consumer, 128);
-#pragma unroll
-          for (int jj = 0; jj < 16; ++jj) {
-            const int j = half * 16 + jj;  // 8-column chunk of the consumer tile; jj / 8 is the box
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const uint32_t r = warp * 16 + lane / 4 + 8 * h;
-              const uint32_t addr = buf + (jj / 8) * 8192 + r * 128 + (((jj % 8) ^ (r % 8)) * 16) + 4 * (lane % 4);
-              hopper::st_shared_u32(addr, hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
-            }
-          }
-          hopper::fence_proxy_async_smem();
-          hopper::named_barrier_sync(1 + consumer, 128);
-          if (t == 0) {
-            const int m0 = tm * kBM + consumer * 64, n0 = tn * BN + half * 128;
-            hopper::tma_store_2d(&tm_c, buf, n0, m0);
-            hopper::tma_store_2d(&tm_c, buf + 8192, n0 + 64, m0);
-            hopper::bulk_commit();
-          }
-        }
-        continue;
-      }
       const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
       if (full_tile) {
 #pragma unroll
@@ -257,8 +227,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  if (threadIdx.x % 128 == 0) hopper::bulk_wait();  // the last tile's stores are done before the block exits
-  hopper::cluster_sync();                           // the peer may still arrive on our barriers until it is done
+  hopper::cluster_sync();  // the peer may still arrive on our barriers until it is done
 #endif
 }
 
@@ -272,7 +241,7 @@ template <int BN, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
                          cudaStream_t stream) {
   using T = Tile<BN>;
-  constexpr auto* kernel = &matmul_kernel_11_tma_store<BN, kBf16, kAMN, kBKMaj>;
+  constexpr auto* kernel = &matmul_kernel_10_cluster_multicast<BN, kBf16, kAMN, kBKMaj>;
   int device = 0;
   cudaError_t err = hopper::opt_in_smem<kernel>(T::kSmemBytes, device);
   if (err != cudaSuccess) return err;
@@ -283,10 +252,6 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
                         ? hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, K, N, b.ld, kSwizzleCols, BN / kClusterM)
                         : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
-  // The output through TMA when its rows are 16-byte multiples (c is a fresh contiguous tensor: aligned base).
-  CUtensorMap map_c = {};
-  const bool tma_store = N % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
-                         hopper::encode_tensor_map_2d(&map_c, kBf16, c, N, M, N, kSwizzleCols, 64);
   // Clusters the GPU holds at once (SMs pair up within GPCs only), read once per device.
   static std::atomic<int> max_clusters[hopper::kMaxDevices] = {};
   int fit = device < hopper::kMaxDevices ? max_clusters[device].load(std::memory_order_relaxed) : 0;
@@ -311,7 +276,7 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   const int64_t super_tiles = int64_t{(M + kClusterM * kBM - 1) / (kClusterM * kBM)} * ((N + BN - 1) / BN);
   const int64_t clusters = std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / kClusterM}});
   cfg.gridDim = dim3(static_cast<unsigned>(clusters * kClusterM));
-  return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m);
+  return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, static_cast<uint16_t*>(c), M, N, K, group_m);
 }
 
 template <bool kBf16, bool kAMN, bool kBKMaj>
@@ -348,10 +313,9 @@ inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, cons
                     : launch_layout<false, false, true>(M, N, K, a, b, c, sms, opt, stream);
 }
 
-}  // namespace wgmma11
+}  // namespace wgmma10
 }  // namespace cuda_kernels::matmul_ladder
 
-#ifndef CUDA_KERNELS_MATMUL_STANDALONE
 #include "cuda/matmul/args.h"
 #include "cuda/utils.cuh"
 
@@ -359,11 +323,10 @@ namespace cuda_kernels::matmul_ladder {
 
 bool wgmma_available(int device);  // defined with step 9
 
-void launch_11_tma_store(const Args& args) {
-  const hopper::Call call = hopper::prepare_call("11_tma_store", args, &wgmma_available);
-  hopper::check_launch("11_tma_store", wgmma11::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c,
-                                                       sm_count(call.device), call.stream));
+void launch_10_cluster_multicast(const Args& args) {
+  const hopper::Call call = hopper::prepare_call("10_cluster_multicast", args, &wgmma_available);
+  hopper::check_launch("10_cluster_multicast", wgmma10::launch(call.bf16, call.M, call.N, call.K, call.a, call.b,
+                                                               call.c, sm_count(call.device), call.stream));
 }
 
 }  // namespace cuda_kernels::matmul_ladder
-#endif  // CUDA_KERNELS_MATMUL_STANDALONE

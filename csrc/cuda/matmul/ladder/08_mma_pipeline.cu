@@ -22,11 +22,11 @@
 // only when every row of A and B is 16-byte aligned (K % 8 == 0, N % 8 == 0, aligned bases), else the same
 // chunks are gathered with 2-byte loads and stored to the same swizzled places (correct, not fast).
 
-#include <cstdlib>
-#include <cstring>
+#include <string>
 
 #include "cuda/matmul/args.h"
 #include "cuda/matmul/mma_sm80.cuh"
+#include "cuda/matmul/tuning.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -295,7 +295,7 @@ using BigConfig = Config<128, 256, 64, 64, 64, 3, 1>;
 using SmallConfig = Config<128, 256, 32, 64, 64, 4, 1>;
 
 struct TunedConfig {
-  const char* name;  // BMxBNxBK_wWMxWN_s<stages>_b<min blocks per SM>, as CUDA_KERNELS_MATMUL_08_CONFIG takes it
+  const char* name;  // BMxBNxBK_wWMxWN_s<stages>_b<min blocks per SM>, as the config08 tuning knob takes it
   void (*launch[2])(const Args&);  // [bf16], 16-byte copies only
   size_t smem;
 };
@@ -303,8 +303,8 @@ template <class Cfg>
 constexpr TunedConfig tuned_config(const char* name) {
   return {name, {&launch_typed<Cfg, false, true>, &launch_typed<Cfg, true, true>}, Cfg::kSmemBytes};
 }
-// Candidates compiled with -DCUDA_KERNELS_MATMUL_TUNING (or _08_TUNING for this step alone), forced with
-// CUDA_KERNELS_MATMUL_08_CONFIG=<name>.
+// Candidates compiled with -DCUDA_KERNELS_MATMUL_TUNING (or _08_TUNING for this step alone), forced with the
+// config08 tuning knob (cuda/matmul/tuning.h).
 #if defined(CUDA_KERNELS_MATMUL_TUNING) || defined(CUDA_KERNELS_MATMUL_08_TUNING)
 const TunedConfig kTuningConfigs[] = {
     tuned_config<SmallConfig>("128x256x32_w64x64_s4_b1"),
@@ -325,11 +325,11 @@ void launch_08_mma_pipeline(const Args& args) {
   // 16-byte copies need every row of A and B to start on a 16-byte boundary.
   const bool vec = args.K % kChunk == 0 && args.N % kChunk == 0 && is_aligned(args.a, 16) && is_aligned(args.b, 16);
 #if defined(CUDA_KERNELS_MATMUL_TUNING) || defined(CUDA_KERNELS_MATMUL_08_TUNING)
-  if (const char* forced = std::getenv("CUDA_KERNELS_MATMUL_08_CONFIG"); vec && forced && forced[0] != '\0') {
+  if (const std::string& forced = tuning().config08; vec && !forced.empty()) {
     for (const TunedConfig& cfg : kTuningConfigs) {
-      if (std::strcmp(cfg.name, forced) == 0) return cfg.launch[bf16](args);
+      if (forced == cfg.name) return cfg.launch[bf16](args);
     }
-    fail("cuda_kernels.matmul: CUDA_KERNELS_MATMUL_08_CONFIG=", forced, " is not compiled in");
+    fail("cuda_kernels.matmul: tuning knob config08=", forced, " is not compiled in");
   }
 #endif
   if (!vec) {

@@ -1,0 +1,441 @@
+// matmul on CUDA, host side: everything that decides which kernel runs a call, in one file.
+//
+//  - kKernels: the table of kernels, in ladder order. Variants 1-12 are the ladder's rungs (csrc/cuda/matmul/ladder/,
+//    one idea per file, 12_hopper_gemm the shipping float16/bfloat16 kernel on the H100); 13-15 are kernels for
+//    special cases (tf32_wgmma.cu, matvec.cu, fp64_dmma.cu). Each row says what the kernel needs.
+//  - pick_kernel: what variant=0 runs for a dtype, shape and GPU, and why.
+//  - matmul_cuda: the op's CUDA function (checks, device guard, output), which turns the tensors into the launchers'
+//    raw-pointer Args (args.h) and calls one.
+//  - the answers to the Python package's questions (csrc/api.cpp registers them as private ops): the kernels,
+//    which one runs here and why (cuda_kernels.build_info(), the doctor, the tests), and the tuning knobs.
+// It holds no kernel, so the host compiler alone builds it, once; the kernel files include no ATen header.
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <functional>
+#include <iterator>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "checks.h"
+#include "cuda/matmul/args.h"
+#include "cuda/matmul/tuning.h"
+#include "ops.h"
+
+#ifndef CUDA_KERNELS_ARCHS
+#define CUDA_KERNELS_ARCHS none
+#endif
+
+namespace cuda_kernels {
+namespace {
+
+using matmul_ladder::Dtype;
+
+// ---------------------------------------------------------------------------------------------------------------
+// The table of kernels
+// ---------------------------------------------------------------------------------------------------------------
+
+// What a kernel takes beyond its dtypes and GPU.
+enum Requirement : unsigned {
+  kAnyStrides = 0,            // reads a and b through their strides (transposed views, expanded, ...)
+  kRowMajorInputs = 1u << 0,  // a and b contiguous (row-major); the call copies them otherwise
+  kTf32Math = 1u << 1,        // computes float32 in TF32: runs only while torch allows TF32 for matmul
+  kSkinnyShapes = 1u << 2,    // made for outputs with M or N <= kSkinnyMaxSide: variant 0 takes it only for those
+};
+constexpr int64_t kSkinnyMaxSide = 16;
+
+// The dtypes a kernel computes, as a bit mask: bit i is Dtype i (args.h).
+constexpr unsigned dtype_bit(Dtype d) {
+  return 1u << static_cast<int>(d);
+}
+constexpr unsigned kFloat32 = dtype_bit(Dtype::kFloat32), kFloat64 = dtype_bit(Dtype::kFloat64);
+constexpr unsigned kHalfDtypes = dtype_bit(Dtype::kFloat16) | dtype_bit(Dtype::kBFloat16);  // the tensor-core steps
+constexpr unsigned kAllDtypes = kFloat32 | kFloat64 | kHalfDtypes;
+
+// One row of the table. A kernel runs only when the dtype is in `dtypes`, TF32 is allowed if it has kTf32Math,
+// the GPU's compute capability is at least `min_cc`, and `available` (if set) says yes; unmet_need turns each unmet
+// need into the end of an error message, and variant 0 picks the last kernel of the ladder whose needs are met.
+struct Kernel {
+  int variant;            // the number users pass as matmul(..., variant=N)
+  const char* name;       // e.g. "01_tiled"; also the suffix of its CUDA kernels' names
+  unsigned requirements;  // Requirement bits
+  unsigned dtypes;        // dtype_bit mask
+  int min_cc;             // lowest compute capability, as 10 * major + minor (80 = 8.0); 0 = any CUDA GPU
+  // A check only the running binary and GPU can answer (nullptr: none); `needs` says what it checks, for errors.
+  bool (*available)(int device);
+  const char* needs;
+  void (*launch)(const matmul_ladder::Args& args);
+};
+
+constexpr const char* kSm90aNeeds = "an sm_90a build on a compute-9.0 GPU";
+using namespace matmul_ladder;  // the launchers (args.h)
+// clang-format off
+constexpr Kernel kKernels[] = {
+    // The ladder: CUDA cores (FFMA), every dtype.
+    {1, "01_tiled", kAnyStrides, kAllDtypes, 0, nullptr, nullptr, &launch_01_tiled},
+    {2, "02_blocktile_2d", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_02_blocktile_2d},
+    {3, "03_vectorized", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_03_vectorized},
+    {4, "04_double_buffer", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_04_double_buffer},
+    {5, "05_warptile", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_05_warptile},
+    {6, "06_async_pipeline", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_06_async_pipeline},
+    // The ladder: tensor cores, float16/bfloat16. mma.sync from sm_80, then Hopper's wgmma fed by TMA.
+    {7, "07_mma_sync", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &launch_07_mma_sync},
+    {8, "08_mma_pipeline", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &launch_08_mma_pipeline},
+    {9, "09_wgmma_tma", kAnyStrides, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds, &launch_09_wgmma_tma},
+    {10, "10_cluster_multicast", kAnyStrides, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds,
+     &launch_10_cluster_multicast},
+    {11, "11_tma_store", kAnyStrides, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds, &launch_11_tma_store},
+    {12, "12_hopper_gemm", kAnyStrides, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds, &launch_12_hopper_gemm},
+    // Special cases, apart from the ladder.
+    {13, "tf32_wgmma", kAnyStrides | kTf32Math, kFloat32, 90, &wgmma_available, kSm90aNeeds, &launch_tf32_wgmma},
+    {14, "matvec", kAnyStrides | kSkinnyShapes, kAllDtypes, 0, nullptr, nullptr, &launch_matvec},
+    {15, "fp64_dmma", kRowMajorInputs, kFloat64, 80, nullptr, nullptr, &launch_fp64_dmma},
+};
+// clang-format on
+constexpr int kNumKernels = static_cast<int>(std::size(kKernels));
+static_assert(kKernels[kNumKernels - 1].variant == kNumKernels, "variant N is row N of the table");
+
+// ---------------------------------------------------------------------------------------------------------------
+// Dtypes, the GPU, and what a kernel needs that a call lacks
+// ---------------------------------------------------------------------------------------------------------------
+
+// The launchers' Dtype of a dtype check_matmul_inputs accepts, and back.
+Dtype ladder_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return Dtype::kFloat32;
+    case at::kDouble:
+      return Dtype::kFloat64;
+    case at::kHalf:
+      return Dtype::kFloat16;
+    case at::kBFloat16:
+      return Dtype::kBFloat16;
+    default:
+      TORCH_CHECK(false, "cuda_kernels.matmul: the CUDA kernels do not compute ", t);
+  }
+}
+at::ScalarType scalar_type_of(Dtype d) {
+  switch (d) {
+    case Dtype::kFloat32:
+      return at::kFloat;
+    case Dtype::kFloat64:
+      return at::kDouble;
+    case Dtype::kFloat16:
+      return at::kHalf;
+    case Dtype::kBFloat16:
+      return at::kBFloat16;
+  }
+  return at::kFloat;
+}
+constexpr at::ScalarType kAllScalarTypes[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
+
+// t's bit in a kernel's `dtypes` mask; 0 for dtypes the kernels do not know.
+unsigned dtype_bit_of(at::ScalarType t) {
+  return is_supported_float(t) ? dtype_bit(ladder_dtype(t)) : 0u;
+}
+
+// torch's name of a dtype ("float32", not ScalarType's "Float"), as users write it.
+const char* dtype_name_of(at::ScalarType t) {
+  return is_supported_float(t) ? matmul_ladder::dtype_name(ladder_dtype(t)) : c10::toString(t);
+}
+
+// The GPU a call runs on, as the kernels' needs see it.
+struct GpuInfo {
+  int device;        // CUDA device index
+  int cc;            // compute capability as 10 * major + minor
+  std::string name;  // e.g. "NVIDIA H100 80GB HBM3"
+};
+
+// The GPU at `device` (-1: the current one), read once per device (every matmul call asks).
+const GpuInfo& gpu_info(int64_t device) {
+  const int64_t count = c10::cuda::device_count();
+  TORCH_CHECK(device >= -1 && device < count, "cuda_kernels.matmul: no CUDA device ", device, " (", count, " visible)");
+  const int index = device == -1 ? c10::cuda::current_device() : static_cast<int>(device);
+  constexpr int kMaxDevices = 64;
+  static std::once_flag read[kMaxDevices];
+  static GpuInfo cache[kMaxDevices];
+  static thread_local GpuInfo uncached;  // devices beyond kMaxDevices: read every time
+  const auto read_into = [index](GpuInfo& info) {
+    cudaDeviceProp prop;
+    C10_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    info = {index, prop.major * 10 + prop.minor, prop.name};
+  };
+  if (index >= kMaxDevices) {
+    read_into(uncached);
+    return uncached;
+  }
+  std::call_once(read[index], read_into, std::ref(cache[index]));
+  return cache[index];
+}
+
+// Whether torch allows TF32 for float32 matmul now (torch.backends.cuda.matmul.allow_tf32, or the float32 matmul
+// precision "high"/"medium"): what torch.mm reads before calling cuBLAS.
+bool tf32_allowed() {
+  return at::globalContext().allowTF32CuBLAS();
+}
+
+// The CUDA archs this binary was compiled for, from the build's arch tag (cuda_kernels/tools/build_config.py
+// arch_tag: "80__90a" for "8.0;9.0a", "90_PTX" for "9.0+PTX"), written as "sm_80, sm_90a".
+std::string built_archs() {
+#define CUDA_KERNELS_STR_(x) #x
+#define CUDA_KERNELS_STR(x) CUDA_KERNELS_STR_(x)
+  const std::string tag = CUDA_KERNELS_STR(CUDA_KERNELS_ARCHS);
+#undef CUDA_KERNELS_STR
+#undef CUDA_KERNELS_STR_
+  if (tag == "native" || tag == "none") return tag == "native" ? "the build machine's GPU" : "no CUDA arch";
+  std::string out;
+  for (size_t start = 0; start <= tag.size();) {
+    size_t end = tag.find("__", start);
+    if (end == std::string::npos) end = tag.size();
+    std::string arch = tag.substr(start, end - start);
+    const size_t ptx = arch.find("_PTX");
+    if (ptx != std::string::npos) arch = arch.substr(0, ptx) + " + PTX";
+    out += (out.empty() ? "sm_" : ", sm_") + arch;
+    start = end + 2;
+  }
+  return out;
+}
+
+// What `kernel` needs that a call with `dtype` on `gpu` does not have, as the end of a sentence that starts with
+// the kernel ("supports float16 and bfloat16, got float32"); empty when it can run.
+// tf32: whether torch allows TF32 for float32 matmul now.
+std::string unmet_need(const Kernel& kernel, at::ScalarType dtype, const GpuInfo& gpu, bool tf32) {
+  if (!(kernel.dtypes & dtype_bit_of(dtype))) {
+    std::string takes;
+    int n = 0, count = 0;
+    for (const at::ScalarType t : kAllScalarTypes) count += (kernel.dtypes & dtype_bit_of(t)) ? 1 : 0;
+    for (const at::ScalarType t : kAllScalarTypes) {
+      if (!(kernel.dtypes & dtype_bit_of(t))) continue;
+      takes += std::string(n == 0 ? "" : n == count - 1 ? " and " : ", ") + dtype_name_of(t);
+      ++n;
+    }
+    return "supports " + takes + ", got " + dtype_name_of(dtype);
+  }
+  if ((kernel.requirements & kTf32Math) && !tf32) {
+    return "computes float32 in TF32, which torch does not allow now: set torch.backends.cuda.matmul.allow_tf32 = "
+           "True (or torch.set_float32_matmul_precision(\"high\"))";
+  }
+  const auto cc_text = [](int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); };
+  if (gpu.cc < kernel.min_cc) {
+    return "needs compute capability >= " + cc_text(kernel.min_cc) + ", this GPU (" + gpu.name + ") is " +
+           cc_text(gpu.cc);
+  }
+  if (kernel.available && !kernel.available(gpu.device)) {
+    return std::string("needs ") + (kernel.needs ? kernel.needs : "what this binary or GPU lacks") +
+           " (this binary was built for " + built_archs() + "; this GPU (" + gpu.name + ") is compute " +
+           cc_text(gpu.cc) + ")";
+  }
+  return "";
+}
+
+// variant = 0 (auto) or a kernel that can run `dtype` on `gpu`; anything else is an error naming the op, the
+// kernel and why, e.g. "cuda_kernels.matmul: variant 7 (07_mma_sync) supports float16 and bfloat16, got float32".
+void check_variant(int64_t variant, at::ScalarType dtype, const GpuInfo& gpu, bool tf32) {
+  constexpr const char* op = "cuda_kernels.matmul";
+  if (variant < 0 || variant > kNumKernels) {
+    std::string known;
+    for (const Kernel& k : kKernels)
+      known += (known.empty() ? "" : ", ") + std::to_string(k.variant) + " (" + k.name + ")";
+    TORCH_CHECK(false, op, ": unknown variant ", variant, "; use 0 (auto) or one of ", known);
+  }
+  if (variant == 0) return;
+  const Kernel& kernel = kKernels[variant - 1];
+  const std::string why_not = unmet_need(kernel, dtype, gpu, tf32);
+  TORCH_CHECK(why_not.empty(), op, ": variant ", variant, " (", kernel.name, ") ", why_not);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The pick for variant=0
+// ---------------------------------------------------------------------------------------------------------------
+
+// By shape, then the last kernel of the ladder that can run this dtype on this GPU:
+//  - Outputs with M or N <= kSkinnyMaxSide (matrix-vector products and the like): matvec, which streams the big
+//    operand once; the tiled kernels leave most of each tile empty there.
+//  - Otherwise the table is ordered by speed, so the last kernel whose needs are met:
+//    - float16 / bfloat16: 12_hopper_gemm where the binary and GPU allow wgmma (sm_90a code, compute 9.0), else
+//      08_mma_pipeline (mma.sync tensor cores) on compute >= 8.0, else 06_async_pipeline;
+//    - float32 while TF32 is allowed: tf32_wgmma where the binary and GPU allow wgmma, as torch.mm then runs
+//      cuBLAS's TF32 kernels;
+//    - float64 on compute >= 8.0: fp64_dmma (the tensor cores' float64 mma), else 06_async_pipeline;
+//    - float32 otherwise: 06_async_pipeline, the fastest CUDA-core step at every shape measured (docs/matmul.md).
+// shape: the output's (M, N), or nullptr to ask about large outputs (build_info, the doctor).
+// *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
+const Kernel& pick_kernel(at::ScalarType dtype, const GpuInfo& gpu, bool tf32, const int64_t* shape,
+                          std::string* reason) {
+  const bool skinny = shape != nullptr && std::min(shape[0], shape[1]) <= kSkinnyMaxSide;
+  // The kernel made for skinny outputs that runs here (nullptr: none): skinny outputs take it; the reason names it
+  // for the others.
+  const Kernel* skinny_kernel = nullptr;
+  for (const Kernel& k : kKernels) {
+    if ((k.requirements & kSkinnyShapes) && unmet_need(k, dtype, gpu, tf32).empty()) skinny_kernel = &k;
+  }
+  const std::string where = "compute " + std::to_string(gpu.cc / 10) + "." + std::to_string(gpu.cc % 10) + " (" +
+                            gpu.name + "), " + dtype_name_of(dtype) +
+                            (dtype == at::kFloat && tf32 ? " (TF32 allowed)" : "");
+  const std::string max_side = std::to_string(kSkinnyMaxSide);
+  if (skinny && skinny_kernel != nullptr) {
+    if (reason) *reason = where + ", M or N <= " + max_side + ": the kernel for such outputs";
+    return *skinny_kernel;
+  }
+  std::string skipped;
+  for (int i = kNumKernels - 1; i >= 0; --i) {
+    const Kernel& k = kKernels[i];
+    if (k.requirements & kSkinnyShapes) continue;
+    const std::string why_not = unmet_need(k, dtype, gpu, tf32);
+    if (why_not.empty()) {
+      if (reason) {
+        *reason =
+            where + ": the fastest kernel that runs here" + (skipped.empty() ? "" : "; skipped " + skipped) +
+            (skinny_kernel == nullptr ? "" : "; outputs with M or N <= " + max_side + " take " + skinny_kernel->name);
+      }
+      return k;
+    }
+    // Kernels that never take this dtype are not worth naming; one that takes it but cannot run here is.
+    if (k.dtypes & dtype_bit_of(dtype))
+      skipped += (skipped.empty() ? "" : ", ") + std::string(k.name) + " (" + why_not + ")";
+  }
+  // Unreachable: 01_tiled takes every dtype on every GPU.
+  TORCH_CHECK(false, "cuda_kernels.matmul: no kernel can run ", dtype, " here: ", skipped);
+  return kKernels[0];
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The call
+// ---------------------------------------------------------------------------------------------------------------
+
+// Workspace (args.h) from torch's caching allocator: each buffer is a tensor kept until the call returns, when the
+// allocator takes it back for later work on the same stream.
+class TensorWorkspace final : public matmul_ladder::Workspace {
+ public:
+  explicit TensorWorkspace(const at::TensorOptions& options) : options_(options) {}
+
+  void* alloc(std::size_t bytes) override {
+    keep_.push_back(at::empty({static_cast<int64_t>(bytes)}, options_.dtype(at::kByte)));
+    return keep_.back().mutable_data_ptr();
+  }
+
+  void* copy_2d(const void* src, Dtype dtype, int64_t rows, int64_t cols, int64_t s0, int64_t s1,
+                int64_t pitch) override {
+    TORCH_CHECK(pitch >= cols, "cuda_kernels.matmul: a copy's pitch ", pitch, " is less than its ", cols, " columns");
+    const at::TensorOptions options = options_.dtype(scalar_type_of(dtype));
+    // A view of src (read below; the copy is an ordinary ATen copy on the current stream). Naming its device
+    // spares from_blob asking the driver which device owns the pointer (cudaPointerGetAttributes) on every copy.
+    const at::Tensor from = at::for_blob(const_cast<void*>(src), {rows, cols})
+                                .strides({s0, s1})
+                                .options(options)
+                                .target_device(options.device())
+                                .make_tensor();
+    keep_.push_back(at::empty({rows, pitch}, options));
+    keep_.back().narrow(1, 0, cols).copy_(from);
+    return keep_.back().mutable_data_ptr();
+  }
+
+ private:
+  at::TensorOptions options_;
+  std::vector<at::Tensor> keep_;
+};
+
+// Runs `kernel` (its needs checked) on a (M, K) and b (K, N) into c, allocated (M, N) row-major; M, N, K >= 1.
+// Copies a and b to row-major first when the kernel needs it.
+void launch(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& c, const Kernel& kernel) {
+  const bool row_major = kernel.requirements & kRowMajorInputs;
+  const at::Tensor a = row_major ? a_in.contiguous() : a_in;
+  const at::Tensor b = row_major ? b_in.contiguous() : b_in;
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  TensorWorkspace workspace(c.options());
+  matmul_ladder::Args args{ladder_dtype(a.scalar_type()), a.const_data_ptr(), b.const_data_ptr(), c.mutable_data_ptr(),
+                           M, N, K,
+                           // Row-major kernels are promised the row-major strides, even where a size-1 dim of a
+                           // contiguous tensor carries another stride.
+                           row_major ? K : a.stride(0), row_major ? 1 : a.stride(1), row_major ? N : b.stride(0),
+                           row_major ? 1 : b.stride(1), c.get_device(),
+                           c10::cuda::getCurrentCUDAStream(c.get_device()).stream(), &workspace};
+  kernel.launch(args);
+}
+
+// A dtype name of the queries as (dtype, TF32 allowed): "float32+tf32" is float32 with TF32 allowed, any other
+// name takes TF32 as torch allows it now.
+std::pair<at::ScalarType, bool> parse_dtype(const std::string& name_in) {
+  std::string name = name_in.rfind("torch.", 0) == 0 ? name_in.substr(6) : name_in;
+  constexpr const char* kTf32Suffix = "+tf32";
+  const bool tf32_suffix = name == std::string("float32") + kTf32Suffix;
+  if (tf32_suffix) name = "float32";
+  const bool tf32 = tf32_suffix || tf32_allowed();
+  if (name == "float32" || name == "float") return {at::kFloat, tf32};
+  if (name == "float64" || name == "double") return {at::kDouble, tf32};
+  if (name == "float16" || name == "half") return {at::kHalf, tf32};
+  if (name == "bfloat16") return {at::kBFloat16, tf32};
+  TORCH_CHECK(false, "cuda_kernels.matmul: unknown dtype name '", name_in,
+              "'; use float32, float32+tf32, float64, float16 or bfloat16");
+  return {at::kFloat, tf32};
+}
+
+}  // namespace
+
+at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
+  check_matmul_inputs(a, b);
+  const GpuInfo& gpu = gpu_info(a.device().index());
+  const bool tf32 = a.scalar_type() == at::kFloat && tf32_allowed();
+  check_variant(variant, a.scalar_type(), gpu, tf32);
+  const c10::cuda::CUDAGuard guard(a.device());
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  // K = 0 never reaches a kernel (they assume K >= 1): an empty sum is 0, as in torch.mm.
+  if (K == 0) return at::zeros({M, N}, a.options());
+  at::Tensor c = at::empty({M, N}, a.options());
+  if (M > 0 && N > 0) {
+    const int64_t shape[2] = {M, N};
+    const Kernel& kernel =
+        variant == 0 ? pick_kernel(a.scalar_type(), gpu, tf32, shape, nullptr) : kKernels[variant - 1];
+    launch(a, b, c, kernel);
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The Python package's questions (private ops, csrc/api.cpp)
+// ---------------------------------------------------------------------------------------------------------------
+
+std::tuple<std::vector<int64_t>, std::vector<std::string>, std::vector<std::string>> matmul_kernels() {
+  std::tuple<std::vector<int64_t>, std::vector<std::string>, std::vector<std::string>> out;
+  auto& [variants, names, dtypes] = out;
+  for (const Kernel& k : kKernels) {
+    variants.push_back(k.variant);
+    names.emplace_back(k.name);
+    std::string takes;
+    for (const at::ScalarType t : kAllScalarTypes) {
+      if (k.dtypes & dtype_bit_of(t)) takes += (takes.empty() ? "" : ",") + std::string(dtype_name_of(t));
+    }
+    dtypes.push_back(takes);
+  }
+  return out;
+}
+
+std::tuple<int64_t, std::string, std::string> matmul_default_kernel(const std::string& dtype_name, int64_t device) {
+  std::string reason;
+  const auto [dtype, tf32] = parse_dtype(dtype_name);
+  const Kernel& kernel = pick_kernel(dtype, gpu_info(device), tf32, nullptr, &reason);
+  return {kernel.variant, kernel.name, reason};
+}
+
+std::string matmul_unmet_need(int64_t variant, const std::string& dtype_name, int64_t device) {
+  TORCH_CHECK(variant >= 1 && variant <= kNumKernels, "cuda_kernels.matmul: unknown variant ", variant);
+  const auto [dtype, tf32] = parse_dtype(dtype_name);
+  return unmet_need(kKernels[variant - 1], dtype, gpu_info(device), tf32);
+}
+
+std::string matmul_tuning(const std::string& knob, const std::string& value) {
+  return matmul_ladder::set_tuning(knob, value);
+}
+
+}  // namespace cuda_kernels

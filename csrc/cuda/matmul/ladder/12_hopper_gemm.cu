@@ -1,0 +1,25 @@
+// Ladder step 12's launcher: the kernels and how a call is planned are in 12_hopper_gemm.cuh, instantiated per
+// dtype in 12_hopper_gemm_bf16.cu and 12_hopper_gemm_fp16.cu.
+#include "cuda/matmul/args.h"
+#include "cuda/matmul/ladder/12_hopper_gemm.cuh"
+#include "cuda/utils.cuh"
+
+namespace cuda_kernels::matmul_ladder {
+
+bool wgmma_available(int device);  // defined with step 9
+
+void launch_12_hopper_gemm(const Args& args) {
+  const hopper::Call call = hopper::prepare_call("12_hopper_gemm", args, &wgmma_available);
+  const int sms = sm_count(call.device);
+  // Stream-K scratch from the call's workspace (torch's caching allocator: stream-ordered, so concurrent calls never
+  // share it; under graph capture it is the graph's own), only for shapes that use stream-K.
+  wgmma12::Workspace ws;
+  if (wgmma12::wants_workspace(call.M, call.N, call.K, sms)) {
+    ws.bytes = wgmma12::workspace_bytes(sms);
+    ws.ptr = args.workspace->alloc(ws.bytes);
+  }
+  hopper::check_launch("12_hopper_gemm", wgmma12::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c, sms,
+                                                         call.stream, {}, ws));
+}
+
+}  // namespace cuda_kernels::matmul_ladder

@@ -1,0 +1,58 @@
+// The matmul tuning knobs (tuning.h): one process-wide set, written by cuda_kernels::_matmul_tuning.
+#include "cuda/matmul/tuning.h"
+
+#include <cstdlib>
+
+#include "cuda/errors.h"
+
+namespace cuda_kernels::matmul_ladder {
+namespace {
+
+Tuning g_tuning;
+
+std::string text_of(int64_t v) {
+  return v == 0 ? "" : std::to_string(v);
+}
+
+int64_t positive_int(const std::string& name, const std::string& value) {
+  if (value.empty()) return 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  CUDA_KERNELS_CHECK(*end == '\0' && v > 0, "cuda_kernels.matmul_tuning: ", name, "=", value,
+                     " is not a positive integer");
+  return v;
+}
+
+}  // namespace
+
+const Tuning& tuning() {
+  return g_tuning;
+}
+
+std::string set_tuning(const std::string& name, const std::string& value) {
+  Tuning& t = g_tuning;
+  std::string* text = name == "config06"      ? &t.config06
+                      : name == "config08"    ? &t.config08
+                      : name == "config_fp64" ? &t.config_fp64
+                                              : nullptr;
+  if (text != nullptr) {
+    std::string previous = *text;
+    *text = value;
+    return previous;
+  }
+  int64_t* number = name == "splits06"                ? &t.splits06
+                    : name == "smem_limit_bytes"      ? &t.smem_limit_bytes
+                    : name == "matvec_blocks_per_sm"  ? &t.matvec_blocks_per_sm
+                    : name == "matvec_mma_min_rows"   ? &t.matvec_mma_min_rows
+                    : name == "matvec_cluster_splits" ? &t.matvec_cluster_splits
+                                                      : nullptr;
+  CUDA_KERNELS_CHECK(number != nullptr, "cuda_kernels.matmul_tuning: unknown knob '", name,
+                     "'; known: config06, splits06, smem_limit_bytes, config08, config_fp64, matvec_blocks_per_sm, "
+                     "matvec_mma_min_rows, matvec_cluster_splits");
+  const int64_t parsed = positive_int(name, value);
+  std::string previous = text_of(*number);
+  *number = parsed;
+  return previous;
+}
+
+}  // namespace cuda_kernels::matmul_ladder
