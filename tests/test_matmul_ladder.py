@@ -296,9 +296,7 @@ def _skinny_kernels(a: torch.Tensor, b: torch.Tensor) -> set[str]:
         out = cuda_kernels.matmul(a, b, variant=skinny)
         torch.cuda.synchronize()
     assert_step_close(out, a, b, skinny)
-    return {
-        re.search(r"matmul_kernel_matvec_[a-z]+", e.name).group() for e in prof.events() if "_matvec_" in e.name
-    }
+    return {re.search(r"matmul_kernel_matvec_[a-z]+", e.name).group() for e in prof.events() if "_matvec_" in e.name}
 
 
 @requires_cuda

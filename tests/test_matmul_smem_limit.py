@@ -1,29 +1,23 @@
 """The default float32 matmul (ladder step 6) runs on every GPU: it picks its tile configuration from the device's
 shared memory per block (opt-in limit; sm_75 allows 64 KiB, sm_70 96 KiB, sm_86/89 99 KiB, the H100 227 KiB).
 
-CUDA_KERNELS_SMEM_LIMIT_BYTES (a testing switch, read once per process by csrc/cuda/matmul/06_async_pipeline.cu)
-caps the limit the launcher believes, so one GPU checks the choices made on smaller ones. Each cap runs in its own
-process; there, matmul must be correct, and the kernel that ran (its name, from the profiler, carries the tile
-configuration as Config<BM, BN, BK, WM, WN, TM, TN, stages, min blocks>) must be the expected configuration."""
+The smem_limit_bytes tuning knob (csrc/cuda/matmul/tuning.h) caps the limit the launcher believes, so one GPU
+checks the choices made on smaller ones. Under each cap matmul must be correct, and the kernel that ran (its name,
+from the profiler, carries the tile configuration as Config<BM, BN, BK, WM, WN, TM, TN, stages, min blocks>) must be
+the expected configuration."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import requires_cuda
 
-ROOT = Path(__file__).resolve().parents[1]
-LIMIT_ENV = "CUDA_KERNELS_SMEM_LIMIT_BYTES"
-CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
+import cuda_kernels
+from cuda_kernels.testing import matmul_error_bound
 
-# The launcher's float32 configurations, by the names CUDA_KERNELS_MATMUL_06_CONFIG takes, in its order of
+# The launcher's float32 configurations, by the names the config06 tuning knob takes, in its order of
 # preference (06_async_pipeline.cu: kSkinnyPreference for M <= 16, kSmallProblemPreference when 128 x 128 tiles
 # would cover fewer than a quarter of the SMs, else kGeneralPreference).
 BIG = "128x128x32_w32x64_t8x8_s3_b2"
@@ -83,48 +77,6 @@ def test_names_and_sizes():
     assert config_name(mangled) == SKINNY
 
 
-# Runs in a fresh process (the cap is read once per process): float32 matmuls of each shape (M, N, K) under the
-# profiler, checked against float64; then, if argv[2] names a configuration, one call forcing it. Prints one JSON
-# line: per shape the step-6 kernels that ran and the count of elements out of tolerance, and the forced call's error.
-_SCRIPT = r"""
-import json
-import os
-import sys
-
-import torch
-from torch.profiler import ProfilerActivity, profile
-
-import cuda_kernels
-from cuda_kernels.testing import matmul_error_bound
-
-shapes, forced = json.loads(sys.argv[1]), sys.argv[2]
-report = {"runs": [], "forced_error": None}
-gen = torch.Generator().manual_seed(0)
-for m, n, k, dtype, variant in shapes:
-    dtype = getattr(torch, dtype)
-    a = torch.randn(m, k, generator=gen).to(dtype).cuda()
-    b = torch.randn(k, n, generator=gen).to(dtype).cuda()
-    run = {"shape": [m, n, k], "dtype": str(dtype), "variant": variant}
-    try:
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            out = cuda_kernels.matmul(a, b, variant=variant)
-            torch.cuda.synchronize()
-    except RuntimeError as err:
-        run["error"] = str(err).splitlines()[0]
-    else:
-        run["kernels"] = sorted({e.name for e in prof.events() if "matmul_kernel_06" in e.name})
-        ref = a.double() @ b.double()
-        run["bad"] = int(((out.double() - ref).abs() > matmul_error_bound(a, b, ref)).sum())
-    report["runs"].append(run)
-if forced:
-    os.environ["CUDA_KERNELS_MATMUL_06_CONFIG"] = forced  # read by the launcher at every call
-    try:
-        cuda_kernels.matmul(torch.ones(256, 256, device="cuda"), torch.ones(256, 256, device="cuda"))
-        torch.cuda.synchronize()
-    except RuntimeError as err:
-        report["forced_error"] = str(err).splitlines()[0]
-print("REPORT " + json.dumps(report))
-"""
 # (M, N, K, dtype, variant). float32 on the default path (variant 0, which is step 6 for float32 outputs with
 # M and N > 16): small problems (32 x 64 tiles: whole tiles; tails and split K) and a larger one (the general
 # preference, tails). M <= 16 with step 6 forced (variant 0 takes step 14 there): its
@@ -140,16 +92,40 @@ SHAPES = [
 ]
 
 
-def run_capped(cap: str | None, forced: str = "") -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in (LIMIT_ENV, CONFIG_ENV)}
-    if cap is not None:
-        env[LIMIT_ENV] = cap
-    cmd = [sys.executable, "-c", _SCRIPT, json.dumps(SHAPES), forced]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("REPORT ")]
-    assert lines, proc.stdout + proc.stderr
-    return json.loads(lines[-1].removeprefix("REPORT "))
+def run_capped(matmul_tuning, cap: int | str | None, forced: str = "") -> dict:
+    """Under the smem_limit_bytes cap (None: uncapped): float32 matmuls of each of SHAPES under the profiler, checked
+    against float64; then, if `forced` names a configuration, one call forcing it. Per shape: the step-6 kernels that
+    ran and the count of elements out of tolerance (or the error); and the forced call's error."""
+    from torch.profiler import ProfilerActivity, profile
+
+    matmul_tuning(smem_limit_bytes=cap)
+    report: dict = {"runs": [], "forced_error": None}
+    gen = torch.Generator().manual_seed(0)
+    for m, n, k, dtype_name, variant in SHAPES:
+        dtype = getattr(torch, dtype_name)
+        a = torch.randn(m, k, generator=gen).to(dtype).cuda()
+        b = torch.randn(k, n, generator=gen).to(dtype).cuda()
+        run: dict = {"shape": [m, n, k], "dtype": str(dtype), "variant": variant}
+        try:
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                out = cuda_kernels.matmul(a, b, variant=variant)
+                torch.cuda.synchronize()
+        except RuntimeError as err:
+            run["error"] = str(err).splitlines()[0]
+        else:
+            run["kernels"] = sorted({e.name for e in prof.events() if "matmul_kernel_06" in e.name})
+            ref = a.double() @ b.double()
+            run["bad"] = int(((out.double() - ref).abs() > matmul_error_bound(a, b, ref)).sum())
+        report["runs"].append(run)
+    if forced:
+        matmul_tuning(config06=forced)
+        try:
+            cuda_kernels.matmul(torch.ones(256, 256, device="cuda"), torch.ones(256, 256, device="cuda"))
+            torch.cuda.synchronize()
+        except RuntimeError as err:
+            report["forced_error"] = str(err).splitlines()[0]
+        matmul_tuning(config06=None)
+    return report
 
 
 def optin_limit() -> int:
@@ -161,7 +137,7 @@ def optin_limit() -> int:
 @pytest.mark.parametrize(
     "cap", [48 * KIB, 64 * KIB, 96 * KIB, 99 * KIB, None], ids=lambda c: f"{c // KIB}KiB" if c else "uncapped"
 )
-def test_default_matmul_fits_the_shared_memory_limit(cap):
+def test_default_matmul_fits_the_shared_memory_limit(matmul_tuning, cap):
     limit = min(cap, optin_limit()) if cap else optin_limit()
     general, skinny = expected_choice(GENERAL_PREFERENCE, limit), expected_choice(SKINNY_PREFERENCE, limit)
     small_problem = expected_choice(SMALL_PROBLEM_PREFERENCE, limit)
@@ -169,7 +145,7 @@ def test_default_matmul_fits_the_shared_memory_limit(cap):
     if optin_limit() >= 99 * KIB:  # every GPU from sm_80 on: the caps are the binding limit
         assert general == (CAPPED_CHOICE[cap] if cap else BIG)
     # Forcing BigConfig is refused with a clear error where it does not fit, and runs where it does.
-    report = run_capped(None if cap is None else str(cap), forced=BIG)
+    report = run_capped(matmul_tuning, cap, forced=BIG)
     for run in report["runs"]:
         m, n, k = run["shape"]
         assert "error" not in run, run
@@ -184,22 +160,19 @@ def test_default_matmul_fits_the_shared_memory_limit(cap):
         assert report["forced_error"] is None, report
     else:
         assert (report["forced_error"] or "").startswith(
-            f"cuda_kernels.matmul: {CONFIG_ENV}={BIG} needs {smem_bytes(BIG)} bytes of shared memory per block; "
-            f"device {torch.cuda.current_device()} allows {limit} (the device's opt-in limit, capped by {LIMIT_ENV}"
+            f"cuda_kernels.matmul: tuning knob config06={BIG} needs {smem_bytes(BIG)} bytes of shared memory per "
+            f"block; device {torch.cuda.current_device()} allows {limit} (the device's opt-in limit, capped by the "
+            "smem_limit_bytes knob"
         ), report
 
 
 @requires_cuda
 @pytest.mark.gpu
-@pytest.mark.parametrize(
-    "cap, message",
-    [
-        ("abc", f"cuda_kernels.matmul: {LIMIT_ENV}=abc is not a positive number of bytes"),
-        ("0", f"cuda_kernels.matmul: {LIMIT_ENV}=0 is not a positive number of bytes"),
-        ("1000", "cuda_kernels.matmul: no float32 configuration fits in 1000 bytes of shared memory per block"),
-    ],
-)
-def test_bad_or_too_small_cap_is_a_clear_error(cap, message):
-    report = run_capped(cap)
+def test_bad_or_too_small_cap_is_a_clear_error(matmul_tuning):
+    for cap in ("abc", "0"):
+        with pytest.raises(RuntimeError, match=f"cuda_kernels.matmul_tuning: smem_limit_bytes={cap} is not a positive"):
+            matmul_tuning(smem_limit_bytes=cap)
+    report = run_capped(matmul_tuning, 1000)
+    message = "cuda_kernels.matmul: no float32 configuration fits in 1000 bytes of shared memory per block"
     float32_runs = [run for run in report["runs"] if run["dtype"] == "torch.float32"]
-    assert all(run.get("error", "").startswith(message) for run in float32_runs), report
+    assert float32_runs and all(run.get("error", "").startswith(message) for run in float32_runs), report
