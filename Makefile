@@ -9,9 +9,9 @@ help:  ## list the targets
 
 # Bytecode: where the environment says not to write it (PYTHONDONTWRITEBYTECODE=1, as in many container images)
 # and torch has none, every Python process compiles torch from source (import torch 5-6 s instead of 2 s on the H100
-# machine). The targets below cache it outside the source tree instead: cuda_kernels/_pycache.py decides and prints
+# machine). The targets below cache it outside the source tree instead: cuda_kernels/tools/pycache.py decides and prints
 # the folder. CUDA_KERNELS_PYCACHE=0 leaves the environment as it is.
-PYCACHE := $(if $(PYTHONDONTWRITEBYTECODE),$(shell $(PYTHON) cuda_kernels/_pycache.py))
+PYCACHE := $(if $(PYTHONDONTWRITEBYTECODE),$(shell $(PYTHON) cuda_kernels/tools/pycache.py))
 ifneq ($(PYCACHE),)
 export PYTHONPYCACHEPREFIX := $(PYCACHE)
 unexport PYTHONDONTWRITEBYTECODE

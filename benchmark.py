@@ -25,14 +25,14 @@ How it measures (docs/benchmarks.md explains why):
     skipped with a note. The default CUDA sweep also times every tensor-core step at float16/bfloat16 4096^3 and
     8192^3, so the tensor-core ladder and its targets come from the same run.
 
-The harness lives in cuda_kernels/bench/ (its one op table: cuda_kernels/bench/table.py); this file is its entry
+The harness lives in cuda_kernels/tools/bench/ (its one op table: cuda_kernels/tools/bench/table.py); this file is its entry
 point, so `ncu -k square_kernel python benchmark.py -i 1` and every command above work from the repo root.
 Exit codes: 0 ok, 1 a wrong result (or our op raised), 2 bad command line, 3 --compare found a slower case.
 """
 
 import sys
 
-from cuda_kernels.bench.cli import main
+from cuda_kernels.tools.bench.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -32,7 +32,7 @@ import statistics
 import torch
 
 import cuda_kernels
-from cuda_kernels.bench import timing
+from cuda_kernels.tools.bench import timing
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

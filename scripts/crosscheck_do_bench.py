@@ -26,7 +26,7 @@ from unittest import mock
 
 import torch
 
-from cuda_kernels.bench import env, run, table, timing
+from cuda_kernels.tools.bench import env, run, table, timing
 
 # (op, dtype, shape): the torch reference of each case is timed, never our kernels.
 CASES = [

@@ -52,8 +52,8 @@ def measure() -> dict[str, object]:
     load_s = time.perf_counter() - t0
     info = cuda_kernels.build_info()
     results = {}
-    from cuda_kernels.bench.run import make_fn, make_inputs
-    from cuda_kernels.bench.table import Case, Impl
+    from cuda_kernels.tools.bench.run import make_fn, make_inputs
+    from cuda_kernels.tools.bench.table import Case, Impl
 
     for name, op, shape, dtype in CASES:
         case = Case(op, getattr(torch, dtype), shape)

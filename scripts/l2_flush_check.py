@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 
 import cuda_kernels
-from cuda_kernels.bench import timing
+from cuda_kernels.tools.bench import timing
 
 
 def median_us(fn: Callable[[], object], flush: Callable[[], object], reps: int = 300) -> float:

@@ -6,8 +6,8 @@
     NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING pip install --no-build-isolation -e .   # compile candidates
 
 float32 by default (--dtype for others), random normal inputs. Per case: correctness first (every element within the
-error bound of cuda_kernels.testing.check_matmul, as the tests and the benchmark; the relative Frobenius error is
-reported beside), then the benchmark harness's timing (cuda_kernels.bench.timing.time_fn: warm-up, CUDA events, an
+error bound of cuda_kernels.tools.testing.check_matmul, as the tests and the benchmark; the relative Frobenius error is
+reported beside), then the benchmark harness's timing (cuda_kernels.tools.bench.timing.time_fn: warm-up, CUDA events, an
 L2 flush before every call) for at least --reps calls, until the median is stable or --max-s is spent; the median
 is reported. Shapes are M x N x K. Step 6's configurations are forced with the environment
 variable CUDA_KERNELS_MATMUL_06_CONFIG, which the launcher reads at every call.
@@ -28,9 +28,9 @@ from datetime import datetime, timezone
 import torch
 
 import cuda_kernels
-from cuda_kernels.bench import timing
 from cuda_kernels.ops import matmul_cuda_variants
-from cuda_kernels.testing import check_matmul
+from cuda_kernels.tools.bench import timing
+from cuda_kernels.tools.testing import check_matmul
 
 DEFAULT_SHAPES = ["1024", "2048", "4096", "8192", "4000", "8192x1024x4096", "1x4096x4096"]
 CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"

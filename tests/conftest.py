@@ -14,10 +14,11 @@ import pytest
 
 # Bytecode, settled before torch is imported: where the environment says not to write it and torch has none
 # (PYTHONDONTWRITEBYTECODE=1 in many container images), every Python process compiles torch from source, seconds
-# each; this session and the processes its tests start cache it outside the source tree (cuda_kernels/_pycache.py,
-# loaded by path: importing the package would import torch).
+# each; this session and the processes its tests start cache it outside the source tree. The helper,
+# cuda_kernels/tools/pycache.py, is loaded by path: importing the package would import torch.
 _spec = importlib.util.spec_from_file_location(
-    "_pycache", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda_kernels", "_pycache.py")
+    "_pycache",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda_kernels", "tools", "pycache.py"),
 )
 _pycache = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_pycache)
@@ -26,7 +27,7 @@ PYCACHE = _pycache.enable(os.environ)
 import torch  # noqa: E402  (after the bytecode settings above)
 
 import cuda_kernels  # noqa: E402
-from cuda_kernels.testing import (  # noqa: E402
+from cuda_kernels.tools.testing import (  # noqa: E402
     ALLOW_CPU_ONLY_ENV,
     check_matmul,
     cpu_only_allowed,
@@ -159,11 +160,12 @@ def disassemble_extension() -> str:
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[requires_cuda, pytest.mark.gpu])]
 
-# matmul tolerance: the error model and the check in cuda_kernels/testing.py (shared with the benchmark).
+# matmul tolerance: the error model and the check in cuda_kernels/tools/testing.py (shared with the benchmark).
 
 
 def assert_matmul_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
-    """out must equal float64 a @ b within matmul_error_bound (cuda_kernels.testing.check_matmul, as the benchmark)."""
+    """out must equal float64 a @ b within matmul_error_bound (cuda_kernels.tools.testing.check_matmul, as the
+    benchmark)."""
     ok, message = check_matmul(a, b, out)
     assert ok, message
 

@@ -1,4 +1,4 @@
-"""The build switches of setup.py (cuda_kernels/_build_config.py): arch resolution, flags, MAX_JOBS, and the C++
+"""The build switches of setup.py (cuda_kernels/tools/build_config.py): arch resolution, flags, MAX_JOBS, and the C++
 runtime check (the ELF DT_NEEDED reader on tiny libraries built with and without a static libstdc++)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from cuda_kernels import _build_config as bc
+from cuda_kernels.tools import build_config as bc
 
 # A tiny C++ library that uses the runtime's number formatting (what crashed with two runtimes in one process).
 TINY_CPP = """
@@ -314,7 +314,7 @@ BUILD_SWITCHES = {"WITH_CUDA", "TORCH_CUDA_ARCH_LIST", "COMPUTE_CAPABILITY", "DE
                   "NVCC_THREADS", "MAX_JOBS", "CUDA_HOME", "CUDA_PATH"}  # fmt: skip
 
 
-@pytest.mark.parametrize("path", ["setup.py", "cuda_kernels/_jit.py"])
+@pytest.mark.parametrize("path", ["setup.py", "cuda_kernels/tools/jit.py"])
 def test_setup_py_and_the_jit_take_every_decision_from_build_plan(path):
     import ast
 
@@ -361,7 +361,7 @@ def test_setup_py_and_the_jit_build_the_same_plan(switches, monkeypatch, tmp_pat
     """In one environment, setup.py's extension and the JIT loader's plan are build_plan()'s, field by field."""
     import json
 
-    from cuda_kernels import _jit
+    from cuda_kernels.tools import jit as _jit
 
     if switches["WITH_CUDA"] == "1" and (bc.find_cuda_home() is None or torch.version.cuda is None):
         pytest.skip("needs a CUDA toolkit and a CUDA build of torch to plan a CUDA build")

@@ -10,7 +10,7 @@ import sysconfig
 
 import pytest
 
-from cuda_kernels import doctor
+from cuda_kernels.tools import doctor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -48,14 +48,14 @@ PICKLE_MODULES = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "joblib
 # Write sites, by (file relative to the repo, enclosing function): where they write. Review a new one before adding.
 ALLOWED_WRITES = {
     ("cuda_kernels/_dump.py", "write_dump"): "a repro dump into CUDA_KERNELS_DUMP_DIR / set_dump_dir(), only if set",
-    ("cuda_kernels/_jit.py", "load"): "the JIT build cache: CUDA_KERNELS_JIT_DIR or ~/.cache/cuda_kernels/jit",
+    ("cuda_kernels/tools/jit.py", "load"): "the JIT build cache: CUDA_KERNELS_JIT_DIR or ~/.cache/cuda_kernels/jit",
     (
-        "cuda_kernels/new.py",
+        "cuda_kernels/tools/new.py",
         "write_plan",
     ): "the new op's files and marked insertions under --root (default: this checkout)",
-    ("cuda_kernels/bench/report.py", "write_json"): "--json PATH given by the user",
-    ("cuda_kernels/bench/report.py", "write_csv"): "--csv PATH given by the user",
-    ("cuda_kernels/bench/report.py", "plot_records"): "--plot PATH given by the user",
+    ("cuda_kernels/tools/bench/report.py", "write_json"): "--json PATH given by the user",
+    ("cuda_kernels/tools/bench/report.py", "write_csv"): "--csv PATH given by the user",
+    ("cuda_kernels/tools/bench/report.py", "plot_records"): "--plot PATH given by the user",
     ("scripts/crosscheck_do_bench.py", "main"): "the OUT path given on the command line",
     ("scripts/tune_matmul.py", "main"): "--json PATH given by the user",
     ("scripts/debug_costs.py", "main"): "--json PATH given by the user",

@@ -15,8 +15,8 @@ import sys
 import pytest
 import torch
 
-from cuda_kernels import _build_config as bc
-from cuda_kernels import _jit
+from cuda_kernels.tools import build_config as bc
+from cuda_kernels.tools import jit as _jit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,7 +27,7 @@ start = time.perf_counter()
 import cuda_kernels
 import_s = time.perf_counter() - start
 import torch
-from cuda_kernels import _jit
+from cuda_kernels.tools import jit as _jit
 x = torch.randn(5, 3)
 a, b = torch.randn(4, 3, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64)
 print(json.dumps({

@@ -15,7 +15,7 @@ import torch
 from conftest import EXT_HAS_CUDA, rand, requires_cuda, requires_profiler
 
 import cuda_kernels
-from cuda_kernels.testing import check_matmul
+from cuda_kernels.tools.testing import check_matmul
 
 OP = "cuda_kernels.matmul"
 CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"

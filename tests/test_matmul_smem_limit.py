@@ -95,7 +95,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import cuda_kernels
-from cuda_kernels.testing import matmul_error_bound
+from cuda_kernels.tools.testing import matmul_error_bound
 
 shapes, forced = json.loads(sys.argv[1]), sys.argv[2]
 report = {"runs": [], "forced_error": None}

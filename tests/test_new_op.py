@@ -25,14 +25,14 @@ from pathlib import Path
 import pytest
 from test_build_config import _heavy_includes
 
-from cuda_kernels import new
+from cuda_kernels.tools import new
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a generation and a build need from the checkout (no build outputs, caches or docs).
 COPIED = ["csrc", "cuda_kernels", "tests", "setup.py", "pyproject.toml", "benchmark.py", ".clang-format"]
 COPIED += sorted(p.name for p in ROOT.glob("requirements*.txt"))
 HAS_BENCH_TABLE = (ROOT / new.BENCH_TABLE).is_file()
-# Until cuda_kernels/bench/table.py exists, copies get this stand-in: the generator needs its marker.
+# Until cuda_kernels/tools/bench/table.py exists, copies get this stand-in: the generator needs its marker.
 STAND_IN_TABLE = f"OPS_IN_ORDER = (\n    {new.MARKERS['bench_table']}\n)\n"
 E2E_ENV = "CUDA_KERNELS_TEST_NEW_OP"
 E2E = os.environ.get(E2E_ENV, "") not in ("", "0")
@@ -91,7 +91,7 @@ def run_new(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
         ("build_info", "cuda_kernels/__init__.py defines build_info"),
         ("torch", "cuda_kernels/__init__.py defines torch"),
         ("math", "cuda_kernels/ops.py defines math"),
-        ("testing", "cuda_kernels.testing is"),
+        ("replay", "cuda_kernels.replay is"),
         ("name", "attribute of torch.ops.cuda_kernels"),
         ("bad_input", "tests/test_bad_input.py exists"),
         ("matmul_ladder", "tests/test_matmul_ladder.py exists"),
@@ -353,7 +353,7 @@ def test_generated_kernel_compiles_with_nvcc(generated):
     """nvcc compiles the generated .cu alone for sm_90a, with the include paths and nvcc flags of a torch build."""
     from torch.utils.cpp_extension import COMMON_NVCC_FLAGS, include_paths
 
-    from cuda_kernels._build_config import find_cuda_home
+    from cuda_kernels.tools.build_config import find_cuda_home
 
     cuda_home = find_cuda_home()
     if cuda_home is None:
@@ -373,7 +373,7 @@ def test_generated_host_function_compiles(generated):
     compiler parses ops.cpp with torch's and CUDA's include paths."""
     from torch.utils.cpp_extension import include_paths
 
-    from cuda_kernels._build_config import find_cuda_home
+    from cuda_kernels.tools.build_config import find_cuda_home
 
     cuda_home = find_cuda_home()
     if cuda_home is None:

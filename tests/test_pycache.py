@@ -1,4 +1,4 @@
-"""The bytecode cache (cuda_kernels/_pycache.py): where PYTHONDONTWRITEBYTECODE is set and torch has no bytecode,
+"""The bytecode cache (cuda_kernels/tools/pycache.py): where PYTHONDONTWRITEBYTECODE is set and torch has no bytecode,
 tests/conftest.py and the Makefile cache bytecode in a folder of their own instead of compiling torch from source in
 every process."""
 
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from cuda_kernels import _pycache
+from cuda_kernels.tools import pycache as _pycache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -74,13 +74,13 @@ def test_enable_sets_this_interpreter_and_the_environment(monkeypatch: pytest.Mo
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_targets_cache_bytecode_when_torch_has_none(tmp_path) -> None:
     # A torch without bytecode first on the path (as in an image that set PYTHONDONTWRITEBYTECODE=1 before installing
-    # it), and a PYTHON that runs _pycache.py for real but otherwise prints what a target's recipe gets.
+    # it), and a PYTHON that runs cuda_kernels/tools/pycache.py for real but otherwise prints what a target's recipe gets.
     fake = str(tmp_path / "site")
     _package_without_bytecode(fake, "torch")
     python = tmp_path / "python"
     python.write_text(
         "#!/bin/sh\n"
-        f'if [ "$1" = cuda_kernels/_pycache.py ]; then exec {sys.executable} "$@"; fi\n'
+        f'if [ "$1" = cuda_kernels/tools/pycache.py ]; then exec {sys.executable} "$@"; fi\n'
         f"exec {sys.executable} -c 'import os; "
         'print(os.environ.get("PYTHONPYCACHEPREFIX"), os.environ.get("PYTHONDONTWRITEBYTECODE"))\'\n'
     )

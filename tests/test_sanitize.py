@@ -14,7 +14,7 @@ import textwrap
 import pytest
 import torch
 
-from cuda_kernels.replay import find_compute_sanitizer
+from cuda_kernels.tools.replay import find_compute_sanitizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOADER = os.path.join(ROOT, "tests", "planted", "oob_loader.py")

@@ -28,7 +28,7 @@ import time
 import pytest
 
 import cuda_kernels
-from cuda_kernels import _build_config as bc
+from cuda_kernels.tools import build_config as bc
 
 # Not in the fast tier (-m 'not slow'): it builds a CPU-only copy of the extension (about a minute).
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@
     python -m cuda_kernels.dev                 # every fast test (-m "not slow"), not one op's
 
 One process does it all, so torch is imported once: it loads cuda_kernels with CUDA_KERNELS_JIT=1 (the JIT build,
-cuda_kernels/_jit.py, recompiles only the sources whose content changed, or nothing: then it loads the cached
+cuda_kernels/tools/jit.py, recompiles only the sources whose content changed, or nothing: then it loads the cached
 module in milliseconds), then runs `pytest -m "not slow" tests/test_<op>.py` in the same interpreter. While the
 compiler runs, a background thread imports what torch.library.opcheck loads on its first call (torch's dynamo,
 inductor and functorch: seconds), which the tests would otherwise wait for. The files ninja compiled are listed with
@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from cuda_kernels import _build_config as bc
+from cuda_kernels.tools import build_config as bc
 
 TESTS = os.path.join(bc.ROOT, "tests")
 FAST = "not slow"
@@ -62,14 +62,14 @@ def jit_env() -> dict[str, str]:
 def build() -> tuple[float, list[tuple[str, float]]]:
     """The JIT build that importing cuda_kernels ran in this process: (seconds, what ninja ran: [(output, seconds)])."""
     import cuda_kernels
-    from cuda_kernels import _jit
+    from cuda_kernels.tools import jit
 
     if cuda_kernels._LOAD_ERROR is not None:
         sys.stderr.write(f"{cuda_kernels._LOAD_ERROR}\n")
         raise SystemExit("cuda_kernels.dev: the JIT build failed (compiler output above)")
     if cuda_kernels._MODE != "jit":
         raise SystemExit("cuda_kernels.dev: run it as `python -m cuda_kernels.dev OP` (or make dev OP=...)")
-    load = _jit.LAST_LOAD
+    load = jit.LAST_LOAD
     return float(load.get("seconds", 0.0)), [(str(out), float(sec)) for out, sec in load.get("compiled", [])]
 
 

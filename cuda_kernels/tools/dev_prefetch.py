@@ -1,4 +1,4 @@
-"""The edit loop's head start (`python -m cuda_kernels.dev`, cuda_kernels/dev.py): cuda_kernels/__init__.py calls
+"""The edit loop's head start (`python -m cuda_kernels.dev`, cuda_kernels/tools/dev.py): cuda_kernels/__init__.py calls
 start_prefetch() under the loop before the JIT build, so that what the tests import runs beside the compiler.
 A module of its own, so that the package need not import cuda_kernels.dev before runpy runs it."""
 

@@ -50,11 +50,11 @@ class Arch:
 def expand_archs(built: list[str]) -> list[Arch] | None:
     """build_info()'s archs as Arch entries, torch's names ('Hopper') expanded; None when an entry cannot be read
     (then nobody can say what runs: the op calls will tell). 'native' and 'none' are left out."""
-    from cuda_kernels import _build_config
+    from cuda_kernels.tools import build_config
 
     entries = [a for a in built if a not in ("native", "none")]
     try:
-        return [Arch.parse(a) for a in _build_config.normalize_arch_list(";".join(entries)).split(";") if a]
+        return [Arch.parse(a) for a in build_config.normalize_arch_list(";".join(entries)).split(";") if a]
     except ValueError:
         return None
 
@@ -214,7 +214,7 @@ class Facts:
     load_error: BaseException | None
     notes: list[str] = field(default_factory=list)
     binary: str | None = None  # the extension's shared object, loaded or not (None: none found)
-    pycache: str | None = None  # where bytecode would be cached: torch has none and may not write it (_pycache.py)
+    pycache: str | None = None  # where bytecode would be cached: torch has none and may not write it (tools/pycache.py)
 
 
 def _driver_from_nvidia_smi() -> str | None:
@@ -246,14 +246,14 @@ def _driver_cuda_version() -> str | None:
 def gather() -> Facts:
     import torch
 
-    from cuda_kernels import _build_config, _pycache
+    from cuda_kernels.tools import build_config, pycache
 
     gpus = []
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             gpus.append(Gpu(i, p.name, (p.major, p.minor), p.multi_processor_count, p.total_memory / 2**30))
-    cuda_home = _build_config.find_cuda_home()
+    cuda_home = build_config.find_cuda_home()
     import cuda_kernels
 
     load_error = cuda_kernels._LOAD_ERROR
@@ -272,11 +272,11 @@ def gather() -> Facts:
         driver=_driver_from_nvidia_smi(),
         driver_cuda=_driver_cuda_version(),
         cuda_home=cuda_home,
-        nvcc=_build_config.nvcc_version(cuda_home) if cuda_home else None,
+        nvcc=build_config.nvcc_version(cuda_home) if cuda_home else None,
         build_info=build_info,
         load_error=load_error,
         binary=binary,
-        pycache=_pycache.bytecode_cache(os.environ),
+        pycache=pycache.bytecode_cache(os.environ),
     )
 
 
@@ -286,9 +286,9 @@ def static_problems(f: Facts) -> list[str]:
     if f.load_error is not None:
         problems.append(explain_import(f.load_error))
     if f.binary:
-        from cuda_kernels import _build_config
+        from cuda_kernels.tools import build_config
 
-        problems.append(_build_config.cxx_runtime_problem(f.binary))
+        problems.append(build_config.cxx_runtime_problem(f.binary))
     if f.build_info is not None:
         bi = f.build_info
         problems.append(check_built_torch(bi["torch"], f.torch))
@@ -316,7 +316,7 @@ def run_ops(facts: Facts) -> list[OpResult]:
 
     import cuda_kernels
     from cuda_kernels.ops import matmul_cuda_variants
-    from cuda_kernels.testing import matmul_error_bound
+    from cuda_kernels.tools.testing import matmul_error_bound
 
     devices = ["cpu"] + [f"cuda:{g.index}" for g in facts.gpus]
     g = torch.Generator().manual_seed(0)
@@ -365,7 +365,7 @@ def _exact(ref):
 
 
 def _within_bound(a, b, bound_fn):
-    """A check that out is within the project's matmul error bound (cuda_kernels.testing) of float64 a @ b."""
+    """A check that out is within the project's matmul error bound (cuda_kernels.tools.testing) of float64 a @ b."""
 
     def check(out) -> None:
         ref = a.double() @ b.double()

@@ -2,7 +2,7 @@
 
     CUDA_KERNELS_JIT=1 python -m pytest -q tests/     # first run compiles, later runs recompile what changed
 
-The build is planned by setup.py's function, cuda_kernels/_build_config.build_plan(): the same choice of CUDA or
+The build is planned by setup.py's function, cuda_kernels/tools/build_config.build_plan(): the same choice of CUDA or
 not, toolkit, archs, sources and flags, from the same switches: WITH_CUDA, TORCH_CUDA_ARCH_LIST,
 COMPUTE_CAPABILITY, DEBUG, LINEINFO, PTXAS_VERBOSE, NVCC_THREADS, MAX_JOBS, CUDA_HOME. Objects stay in a build
 folder per configuration (BuildPlan.tag),
@@ -13,7 +13,7 @@ folder per configuration (BuildPlan.tag),
 so ninja recompiles only the files whose sources or headers changed, and switching DEBUG=1 on and off keeps
 both builds warm. CUDA_KERNELS_JIT_VERBOSE=1 prints the compiler commands. As in setup.py, the module is linked
 against the libstdc++ torch loaded (BuildPlan.link_args) and refused if it has a C++ runtime of its own
-(_build_config.cxx_runtime_problem).
+(build_config.cxx_runtime_problem).
 
 The module gets its own name (cuda_kernels_jit_<hash>): the installed cuda_kernels._C is never imported in JIT
 mode, because TORCH_LIBRARY(cuda_kernels, ...) can register the ops only once per process.
@@ -34,8 +34,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 
-from cuda_kernels import _build_config as bc
-from cuda_kernels import _pycache
+from cuda_kernels.tools import build_config as bc
+from cuda_kernels.tools import pycache
 
 # What the last load() did, for build_info() and the docs' timings.
 LAST_LOAD: dict[str, object] = {}
@@ -56,7 +56,7 @@ def cache_root() -> str:
     """CUDA_KERNELS_JIT_DIR, else ~/.cache/cuda_kernels/jit (XDG_CACHE_HOME honored)."""
     if os.environ.get("CUDA_KERNELS_JIT_DIR"):
         return os.path.abspath(os.path.expanduser(os.environ["CUDA_KERNELS_JIT_DIR"]))
-    return os.path.join(_pycache.cache_home(os.environ), "jit")
+    return os.path.join(pycache.cache_home(os.environ), "jit")
 
 
 def plan() -> JitPlan:

@@ -11,7 +11,7 @@ reference, opcheck, gradcheck, torch.compile, bad input). Insertions, each above
 declarations in csrc/ops.h; the schema, the error-naming wrappers and the CPU and CUDA registrations in
 csrc/api.cpp; the CUDA host function (the input check, then square's elementwise_cuda: guard, output, layout, dtype
 switch) and the kernel header's include in csrc/cuda/ops.cpp; the Python wrapper, fake kernel and autograd formula in
-cuda_kernels/ops.py; the export in cuda_kernels/__init__.py; the benchmark entry in cuda_kernels/bench/table.py.
+cuda_kernels/ops.py; the export in cuda_kernels/__init__.py; the benchmark entry in cuda_kernels/tools/bench/table.py.
 
 The generated op computes the placeholder x * 2 (backward: 2 * grad) for float32/float64/float16/bfloat16 tensors of
 any shape and strides, on the CPU and CUDA; every place to edit for the real math is marked TODO(NAME).
@@ -41,7 +41,7 @@ from pathlib import Path
 NAME_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
 MAX_NAME_LEN = 32
 
-TEMPLATES = Path(__file__).resolve().parent / "_templates"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 # The files an op adds, relative to the root, as format strings of the name.
 NEW_FILES = {
@@ -55,7 +55,7 @@ API_CPP = "csrc/api.cpp"
 CUDA_OPS_CPP = "csrc/cuda/ops.cpp"
 OPS_PY = "cuda_kernels/ops.py"
 INIT_PY = "cuda_kernels/__init__.py"
-BENCH_TABLE = "cuda_kernels/bench/table.py"
+BENCH_TABLE = "cuda_kernels/tools/bench/table.py"
 
 # Marker lines (compared after stripping whitespace): each insertion goes right above its marker, except in
 # __init__.py, where the import right below the marker (and __all__) is rewritten with the new name.
@@ -198,7 +198,7 @@ class Plan:
 
 def default_root() -> Path:
     """The checkout this package lives in: the folder above cuda_kernels/, which must hold csrc/."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def render(template: str, name: str) -> str:

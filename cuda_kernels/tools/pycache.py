@@ -7,7 +7,7 @@ starts a Python subprocess. What the variable keeps clean is the source tree and
 to a cache folder instead (PYTHONPYCACHEPREFIX):
 
     tests/conftest.py    for the pytest session and the Python processes its tests start
-    Makefile             for every target (`python cuda_kernels/_pycache.py` prints the folder, or nothing)
+    Makefile             for every target (`python cuda_kernels/tools/pycache.py` prints the folder, or nothing)
     cuda_kernels/__init__.py   for `python -m cuda_kernels.dev` (the edit loop), before it imports torch
 
 CUDA_KERNELS_PYCACHE=0 leaves the environment as it is. Standard library only, and run or loaded by path: importing

@@ -30,7 +30,7 @@ def find_compute_sanitizer() -> str | None:
     found = shutil.which("compute-sanitizer")
     if found:
         return found
-    from cuda_kernels._build_config import find_cuda_home
+    from cuda_kernels.tools.build_config import find_cuda_home
 
     home = find_cuda_home()
     for rel in ("bin/compute-sanitizer", "compute-sanitizer/compute-sanitizer"):

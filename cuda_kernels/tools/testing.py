@@ -1,4 +1,4 @@
-"""Reference checks shared by the tests (tests/conftest.py) and the benchmark (cuda_kernels.bench).
+"""Reference checks shared by the tests (tests/conftest.py) and the benchmark (cuda_kernels.tools.bench).
 
 matmul error model, for c = a @ b of dtype T with K-term dot products accumulated in type A (float32; float64
 for float64), compared with ref = a.double() @ b.double() computed from the same (already rounded) inputs:

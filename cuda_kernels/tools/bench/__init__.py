@@ -1,4 +1,4 @@
-"""The benchmark harness: `python benchmark.py` (repo root) or `python -m cuda_kernels.bench`.
+"""The benchmark harness: `python benchmark.py` (repo root) or `python -m cuda_kernels.tools.bench`.
 
 table.py   the one op table: inputs, our call, torch's, the check, bytes and FLOPs, sweeps, rooflines
 timing.py  CUDA events with an L2 flush and a head start, CUDA graphs, the stop rule and statistics

@@ -1,5 +1,5 @@
 import sys
 
-from cuda_kernels.bench.cli import main
+from cuda_kernels.tools.bench.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""The command line: `python benchmark.py ...` and `python -m cuda_kernels.bench ...` both run main().
+"""The command line: `python benchmark.py ...` and `python -m cuda_kernels.tools.bench ...` both run main().
 
 Exit codes: 0 ok, 1 a wrong result (or our op raised), 2 bad command line, 3 --compare found a slower case.
 """
@@ -13,8 +13,8 @@ from dataclasses import asdict
 import torch
 
 import cuda_kernels
-from cuda_kernels.bench.env import collect_env, describe_peaks, lookup_peaks
-from cuda_kernels.bench.report import (
+from cuda_kernels.tools.bench.env import collect_env, describe_peaks, lookup_peaks
+from cuda_kernels.tools.bench.report import (
     add_metrics,
     compare_records,
     dtype_label,
@@ -25,9 +25,9 @@ from cuda_kernels.bench.report import (
     write_csv,
     write_json,
 )
-from cuda_kernels.bench.run import RunSettings, run_cases, run_iters
-from cuda_kernels.bench.table import DTYPES, OPS, OPS_IN_ORDER, Case, Impl, Skipped, shape_of
-from cuda_kernels.bench.timing import (
+from cuda_kernels.tools.bench.run import RunSettings, run_cases, run_iters
+from cuda_kernels.tools.bench.table import DTYPES, OPS, OPS_IN_ORDER, Case, Impl, Skipped, shape_of
+from cuda_kernels.tools.bench.timing import (
     CPU_QUICK_TIMING,
     CPU_TIMING,
     CUDA_QUICK_TIMING,
@@ -38,7 +38,7 @@ from cuda_kernels.bench.timing import (
     make_flush_buffer,
     with_rounds,
 )
-from cuda_kernels.testing import ALLOW_CPU_ONLY_ENV, cpu_only_allowed
+from cuda_kernels.tools.testing import ALLOW_CPU_ONLY_ENV, cpu_only_allowed
 
 DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp64": "float64"}
 

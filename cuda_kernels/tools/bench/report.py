@@ -10,9 +10,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from cuda_kernels.bench.env import Peaks, peak_tflops
-from cuda_kernels.bench.table import DTYPES, OPS, Case, Impl, roofline_ops, shape_of
-from cuda_kernels.bench.timing import Timing
+from cuda_kernels.tools.bench.env import Peaks, peak_tflops
+from cuda_kernels.tools.bench.table import DTYPES, OPS, Case, Impl, roofline_ops, shape_of
+from cuda_kernels.tools.bench.timing import Timing
 
 RECORD_FIELDS = [
     "op",

@@ -1,6 +1,6 @@
 """Running cases: correctness first, then every implementation of a case timed in interleaved rounds.
 
-What a case times comes from its table entry (cuda_kernels/bench/table.py): the roofline op's row (a copy of the
+What a case times comes from its table entry (cuda_kernels/tools/bench/table.py): the roofline op's row (a copy of the
 same bytes, for memory-bound ops), torch's call, then ours (one variant, or several for ops with a ladder).
 """
 
@@ -16,9 +16,9 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from cuda_kernels.bench.report import dtype_label, make_record
-from cuda_kernels.bench.table import OPS, Case, Impl
-from cuda_kernels.bench.timing import GRAPH_CALLS, Timing, TimingConfig, capture_cuda_graph, time_rounds
+from cuda_kernels.tools.bench.report import dtype_label, make_record
+from cuda_kernels.tools.bench.table import OPS, Case, Impl
+from cuda_kernels.tools.bench.timing import GRAPH_CALLS, Timing, TimingConfig, capture_cuda_graph, time_rounds
 
 
 def make_inputs(case: Case, device: torch.device | str, seed: int = 0) -> list[Tensor]:

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 import cuda_kernels
-from cuda_kernels.testing import check_matmul
+from cuda_kernels.tools.testing import check_matmul
 
 Shape = tuple[int, ...]
 DTYPES = {
