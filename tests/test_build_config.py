@@ -405,6 +405,23 @@ def test_sources_cover_every_kernel_file():
     assert set(cpu) < set(cuda) and any(s.endswith("square.cu") for s in cuda)
 
 
+def test_sources_take_every_file_of_the_layout(tmp_path):
+    """Every top-level .cpp (the registry, autograd, build info, the module), the CPU folder, and with CUDA every .cpp
+    and .cu under csrc/cuda/ at any depth; headers and other files are not compiled, nor CPU subfolders."""
+    files = ["api.cpp", "autograd.cpp", "build_info.cpp", "module.cpp", "ops.h", "notes.md", "cpu/square.cpp",
+             "cpu/capability.h", "cpu/extra/skipped.cpp", "cuda/ops.cpp", "cuda/square.cu", "cuda/utils.cuh",
+             "cuda/matmul/dispatch.cpp", "cuda/matmul/matvec.cu", "cuda/matmul/hopper.cuh",
+             "cuda/matmul/ladder/01_tiled.cu", "cuda/matmul/ladder/12_hopper_gemm.cuh"]  # fmt: skip
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    cpu = ["api.cpp", "autograd.cpp", "build_info.cpp", "module.cpp", "cpu/square.cpp"]
+    cuda = ["cuda/matmul/dispatch.cpp", "cuda/ops.cpp", "cuda/matmul/ladder/01_tiled.cu", "cuda/matmul/matvec.cu",
+            "cuda/square.cu"]  # fmt: skip
+    assert [os.path.relpath(s, tmp_path) for s in bc.sources(False, str(tmp_path))] == cpu
+    assert [os.path.relpath(s, tmp_path) for s in bc.sources(True, str(tmp_path))] == cpu + cuda
+
+
 # Headers a kernel file may reach: CUDA's, the standard library's, c10's scalar types, and the project's own light
 # headers. ATen, torch and the rest of c10 cost 10-40 s per nvcc pass of every file that includes them
 # (csrc/cuda/matmul/args.h); the .cpp files beside the kernels (ladder.cpp, ops.cpp, errors.cpp) include them instead.
@@ -439,9 +456,9 @@ def test_kernel_files_include_no_aten_headers():
     checks the generator's own output)."""
     import glob
 
-    cuda = os.path.join(bc.CSRC, "cuda")
-    kernel_files = sorted(glob.glob(os.path.join(cuda, "*.cu"))) + sorted(glob.glob(os.path.join(cuda, "*.cuh")))
-    kernel_files += sorted(glob.glob(os.path.join(cuda, "matmul", "*.cu*")))
+    cuda = os.path.join(bc.CSRC, "cuda", "**")
+    kernel_files = sorted(glob.glob(os.path.join(cuda, "*.cu"), recursive=True))
+    kernel_files += sorted(glob.glob(os.path.join(cuda, "*.cuh"), recursive=True))
     assert len(kernel_files) > 10
     heavy = {os.path.relpath(f, bc.CSRC): _heavy_includes(f, set()) for f in kernel_files}
     assert {f: h for f, h in heavy.items() if h} == {}

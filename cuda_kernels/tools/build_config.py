@@ -269,11 +269,14 @@ def max_jobs(env: Mapping[str, str] = os.environ) -> int:
         return max(1, cores // 2)
 
 
-def sources(with_cuda: bool) -> list[str]:
-    """All C++ sources (csrc/api.cpp, csrc/cpu/*.cpp) plus, with CUDA, every csrc/cuda/**/*.cpp and *.cu."""
-    srcs = [os.path.join(CSRC, "api.cpp")] + sorted(glob.glob(os.path.join(CSRC, "cpu", "*.cpp")))
+def sources(with_cuda: bool, csrc: str | None = None) -> list[str]:
+    """Every csrc/*.cpp and csrc/cpu/*.cpp, plus with CUDA every .cpp and .cu under csrc/cuda/ at any depth
+    (csrc/cuda/matmul/ladder/ too), sorted. A new source file needs no entry anywhere. csrc: the folder to list
+    (default CSRC, this checkout's)."""
+    csrc = csrc or CSRC
+    srcs = sorted(glob.glob(os.path.join(csrc, "*.cpp"))) + sorted(glob.glob(os.path.join(csrc, "cpu", "*.cpp")))
     if with_cuda:
-        cuda_dir = os.path.join(CSRC, "cuda", "**")
+        cuda_dir = os.path.join(csrc, "cuda", "**")
         srcs += sorted(glob.glob(os.path.join(cuda_dir, "*.cpp"), recursive=True))
         srcs += sorted(glob.glob(os.path.join(cuda_dir, "*.cu"), recursive=True))
     return srcs
