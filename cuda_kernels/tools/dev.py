@@ -6,7 +6,7 @@
 
 One process does it all, so torch is imported once: it loads cuda_kernels with CUDA_KERNELS_JIT=1 (the JIT build,
 cuda_kernels/tools/jit.py, recompiles only the sources whose content changed, or nothing: then it loads the cached
-module in milliseconds), then runs `pytest -m "not slow" tests/test_<op>.py` in the same interpreter. While the
+module in milliseconds), then runs `pytest -m "not slow" tests/ops/test_<op>.py` in the same interpreter. While the
 compiler runs, a background thread imports what torch.library.opcheck loads on its first call (torch's dynamo,
 inductor and functorch: seconds), which the tests would otherwise wait for. The files ninja compiled are listed with
 their compile times (the build folder's .ninja_log, read by the JIT); the summary line splits the wall time into
@@ -27,6 +27,7 @@ import time
 from cuda_kernels.tools import build_config as bc
 
 TESTS = os.path.join(bc.ROOT, "tests")
+OP_TESTS = os.path.join(TESTS, "ops")
 FAST = "not slow"
 
 
@@ -43,13 +44,13 @@ def seconds_since_start() -> float | None:
 
 
 def op_tests(op: str | None) -> list[str]:
-    """tests/test_<op>.py for one op (a clear error naming the ones there are), or the whole tests/ folder."""
+    """tests/ops/test_<op>.py for one op (a clear error naming the ones there are), or the whole tests/ folder."""
     if op is None:
         return [TESTS]
-    path = os.path.join(TESTS, f"test_{op}.py")
+    path = os.path.join(OP_TESTS, f"test_{op}.py")
     if not os.path.exists(path):
-        ops = sorted(f[5:-3] for f in os.listdir(TESTS) if f.startswith("test_") and f.endswith(".py"))
-        raise SystemExit(f"cuda_kernels.dev: no tests/test_{op}.py; test files: {', '.join(ops)}")
+        ops = sorted(f[5:-3] for f in os.listdir(OP_TESTS) if f.startswith("test_") and f.endswith(".py"))
+        raise SystemExit(f"cuda_kernels.dev: no tests/ops/test_{op}.py; test files: {', '.join(ops)}")
     return [path]
 
 
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m cuda_kernels.dev",
         description="Rebuild what changed (JIT) and rerun one op's fast tests, with where the time went.",
     )
-    parser.add_argument("op", nargs="?", help="the op whose tests/test_<op>.py to run (default: every fast test)")
+    parser.add_argument("op", nargs="?", help="the op whose tests/ops/test_<op>.py to run (default: every fast test)")
     parser.add_argument("--collect", action="store_true", help="also time pytest's collection (one more run)")
     args, extra = parser.parse_known_args(argv)
     paths = op_tests(args.op)

@@ -6,7 +6,7 @@
 
 New files: csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths and their launcher, with no ATen header:
 an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a plain
-at::parallel_for kernel and the input checks both devices run), tests/test_NAME.py (devices x dtypes against a torch
+at::parallel_for kernel and the input checks both devices run), tests/ops/test_NAME.py (devices x dtypes against a torch
 reference, opcheck, gradcheck, torch.compile, bad input). Insertions, each above a marker line (MARKERS): the
 declarations in csrc/ops.h; the schema, the error-naming wrappers and the CPU and CUDA registrations in
 csrc/api.cpp; the CUDA host function (the input check, then square's elementwise_cuda: guard, output, layout, dtype
@@ -48,7 +48,7 @@ NEW_FILES = {
     "csrc/cuda/{name}.cu": "cuda.cu.tmpl",
     "csrc/cuda/{name}.h": "cuda.h.tmpl",
     "csrc/cpu/{name}.cpp": "cpu.cpp.tmpl",
-    "tests/test_{name}.py": "test.py.tmpl",
+    "tests/ops/test_{name}.py": "test.py.tmpl",
 }
 OPS_H = "csrc/ops.h"
 API_CPP = "csrc/api.cpp"
@@ -427,7 +427,7 @@ def next_commands(name: str) -> list[str]:
     """Build, test and benchmark commands for the new op, as the README gives them."""
     return [
         "pip install --no-build-isolation -e .",
-        f"python -m pytest -v -s tests/test_{name}.py",
+        f"python -m pytest -v -s tests/ops/test_{name}.py",
         f"python benchmark.py --op {name} --quick",
     ]
 

@@ -19,7 +19,7 @@ import cuda_kernels
 # Not in the fast tier (-m 'not slow'): it starts process groups in child processes.
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "ddp_train.py")
 TIMEOUT_S = 180
 

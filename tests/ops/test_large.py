@@ -3,7 +3,7 @@ pass 2^31, the kernel's 32/64-bit index switch, and matmul whose output has more
 step. Marked slow and gpu; each test skips with a reason when the GPU lacks the free memory it needs.
 
 The same checking code runs at a small size on the CPU (test_*_small), so CI exercises it too.
-Run on a GPU: python3 -m pytest -v -s -m slow tests/test_large.py
+Run on a GPU: python3 -m pytest -v -s -m slow tests/ops/test_large.py
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 import torch
 from conftest import requires_cuda
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIMIT_ENV = "CUDA_KERNELS_SMEM_LIMIT_BYTES"
 CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
 

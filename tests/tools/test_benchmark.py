@@ -766,7 +766,7 @@ def test_tf32_rows_are_their_own_cases_in_metrics_compare_and_table():
 
 def test_debug_costs_rejects_an_unknown_configuration() -> None:
     """scripts/debug_costs.py names the configurations it knows before running anything (no GPU needed)."""
-    script = Path(__file__).resolve().parents[1] / "scripts" / "debug_costs.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "debug_costs.py"
     proc = subprocess.run([sys.executable, str(script), "--configs", "release,nope"], capture_output=True, text=True)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "unknown configuration(s) ['nope']" in proc.stderr and "launch_blocking" in proc.stderr, proc.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import ALLOW_CPU_ONLY_ENV, cuda_session_check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # The pretend GPU host: patches what conftest reads, then runs pytest with this script's arguments.
 _PRETEND_GPU_HOST = """
@@ -30,7 +30,10 @@ import pytest
 sys.exit(pytest.main(sys.argv[1:]))
 """
 # One CUDA-only test (the device-mismatch error test) and one test parametrized over both devices.
-CASES = ["tests/test_matmul.py::test_matmul_different_devices", "tests/test_matmul.py::test_matmul_k_zero_gives_zeros"]
+CASES = [
+    "tests/ops/test_matmul.py::test_matmul_different_devices",
+    "tests/ops/test_matmul.py::test_matmul_k_zero_gives_zeros",
+]
 
 
 def test_decision_table():

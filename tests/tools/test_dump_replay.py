@@ -16,7 +16,7 @@ import cuda_kernels
 from cuda_kernels import _dump, ops
 from cuda_kernels.tools import replay
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DUMP_NAME = re.compile(r"(square|matmul)-\d{8}-\d{6}-\d{6}-\d+\.pt$")
 
 

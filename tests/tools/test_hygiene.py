@@ -25,7 +25,7 @@ import pytest
 
 import cuda_kernels
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def python_files() -> list[str]:
@@ -198,7 +198,7 @@ def test_writes_only_where_allowed() -> None:
                 bad.append(f"{rel(path)}:{line} in {fn}(): {detail}")
     assert not bad, (
         "file-system writes not reviewed; if one writes only to a build, cache or dump directory or to a path the "
-        "user gives, add (file, function) to ALLOWED_WRITES in tests/test_hygiene.py with where it writes:\n"
+        "user gives, add (file, function) to ALLOWED_WRITES in tests/tools/test_hygiene.py with where it writes:\n"
         + "\n".join(bad)
     )
 

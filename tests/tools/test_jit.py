@@ -18,7 +18,7 @@ import torch
 from cuda_kernels.tools import build_config as bc
 from cuda_kernels.tools import jit as _jit
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Runs in a fresh interpreter: imports cuda_kernels in JIT mode, times it, checks the ops against torch.
 SCRIPT = r"""
@@ -244,4 +244,4 @@ def test_dev_loop_reports_where_time_went(cold: dict) -> None:
     bad = subprocess.run(
         [sys.executable, "-m", "cuda_kernels.dev", "no_such_op"], env=env, cwd=ROOT, capture_output=True, text=True
     )
-    assert bad.returncode != 0 and "no tests/test_no_such_op.py" in bad.stderr and "square" in bad.stderr
+    assert bad.returncode != 0 and "no tests/ops/test_no_such_op.py" in bad.stderr and "square" in bad.stderr

@@ -27,7 +27,7 @@ from test_build_config import _heavy_includes
 
 from cuda_kernels.tools import new
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # What a generation and a build need from the checkout (no build outputs, caches or docs).
 COPIED = ["csrc", "cuda_kernels", "tests", "setup.py", "pyproject.toml", "benchmark.py", ".clang-format"]
 COPIED += sorted(p.name for p in ROOT.glob("requirements*.txt"))
@@ -93,8 +93,8 @@ def run_new(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
         ("math", "cuda_kernels/ops.py defines math"),
         ("replay", "cuda_kernels.replay is"),
         ("name", "attribute of torch.ops.cuda_kernels"),
-        ("bad_input", "tests/test_bad_input.py exists"),
-        ("matmul_ladder", "tests/test_matmul_ladder.py exists"),
+        ("bad_input", "tests/ops/test_bad_input.py exists"),
+        ("matmul_ladder", "tests/ops/test_matmul_ladder.py exists"),
     ],
 )
 def test_refused_names_change_nothing(repo, capsys, name, why):
@@ -138,7 +138,7 @@ def test_dry_run_writes_nothing(repo, capsys):
     code, out, err = run_new(capsys, "scale2", "--root", str(repo), "--dry-run")
     assert code == 0, err
     assert hashes(repo) == before
-    for rel in ["csrc/cuda/scale2.cu", "csrc/cuda/scale2.h", "csrc/cpu/scale2.cpp", "tests/test_scale2.py"]:
+    for rel in ["csrc/cuda/scale2.cu", "csrc/cuda/scale2.h", "csrc/cpu/scale2.cpp", "tests/ops/test_scale2.py"]:
         assert rel in out
     for rel in [new.API_CPP, new.CUDA_OPS_CPP, new.BENCH_TABLE]:
         assert rel in out
@@ -150,7 +150,7 @@ def test_generates_files_and_insertions(repo, capsys):
     code, out, err = run_new(capsys, "scale2", "--root", str(repo))
     assert code == 0, err
     after = hashes(repo)
-    new_files = {"csrc/cuda/scale2.cu", "csrc/cuda/scale2.h", "csrc/cpu/scale2.cpp", "tests/test_scale2.py"}
+    new_files = {"csrc/cuda/scale2.cu", "csrc/cuda/scale2.h", "csrc/cpu/scale2.cpp", "tests/ops/test_scale2.py"}
     changed = {new.OPS_H, new.API_CPP, new.CUDA_OPS_CPP, new.OPS_PY, new.INIT_PY, new.BENCH_TABLE}
     assert set(after) - set(before) == new_files
     assert {rel for rel in before if after[rel] != before[rel]} == changed
@@ -158,7 +158,7 @@ def test_generates_files_and_insertions(repo, capsys):
         assert rel in out
     # The next three commands: build, test, benchmark.
     assert "pip install --no-build-isolation -e ." in out
-    assert "pytest -v -s tests/test_scale2.py" in out
+    assert "pytest -v -s tests/ops/test_scale2.py" in out
     assert "python benchmark.py --op scale2 --quick" in out
 
     def text(rel: str) -> str:
@@ -195,10 +195,10 @@ def test_generates_files_and_insertions(repo, capsys):
     assert "        matmul,\n        scale2,\n        set_dump_dir,\n        square,\n    )" in init
     assert '    "set_dump_dir",\n    "scale2",\n]' in init
     assert 'elementwise(\n        "scale2",' in above(new.BENCH_TABLE, "bench_table")
-    for rel in (new.OPS_PY, new.INIT_PY, new.BENCH_TABLE, "tests/test_scale2.py"):
+    for rel in (new.OPS_PY, new.INIT_PY, new.BENCH_TABLE, "tests/ops/test_scale2.py"):
         compile(text(rel), rel, "exec")  # valid Python
     # Every place to edit is marked, and the output lists each one with its line.
-    todo = [f"{rel}:" for rel in ["csrc/cuda/scale2.cu", "csrc/cpu/scale2.cpp", "tests/test_scale2.py"]]
+    todo = [f"{rel}:" for rel in ["csrc/cuda/scale2.cu", "csrc/cpu/scale2.cpp", "tests/ops/test_scale2.py"]]
     todo += [f"{new.OPS_PY}:", f"{new.BENCH_TABLE}:"]
     todo_lines = [line for line in out.splitlines() if "TODO(scale2)" in line]
     for place in todo:
@@ -261,7 +261,7 @@ def test_generated_cpp_is_clang_format_clean(repo, capsys, name):
 def test_generated_python_is_ruff_clean(repo, capsys, name):
     ruff = _tool("ruff")
     assert run_new(capsys, name, "--root", str(repo))[0] == 0
-    files = [f"tests/test_{name}.py", new.OPS_PY, new.INIT_PY]
+    files = [f"tests/ops/test_{name}.py", new.OPS_PY, new.INIT_PY]
     if HAS_BENCH_TABLE:
         files.append(new.BENCH_TABLE)  # the stand-in table's names are undefined: checked only when real
     for args in (["check", "--no-fix"], ["format", "--check", "--diff"]):
@@ -316,7 +316,9 @@ def test_end_to_end_cpu(generated):
         [sys.executable, "-c", "import cuda_kernels as ck; print(ck.__file__, ck.build_info()['cuda'])"], repo, 300
     )
     assert where.stdout.split() == [str(repo / "cuda_kernels" / "__init__.py"), "False"], where.stdout
-    tests = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/test_{NAME}.py"], repo, 900)
+    tests = _run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/ops/test_{NAME}.py"], repo, 900
+    )
     assert " passed" in tests.stdout and "failed" not in tests.stdout, tests.stdout[-3000:]
     if not HAS_BENCH_TABLE:
         pytest.skip(f"built and passed its tests; no benchmark: {new.BENCH_TABLE} does not exist in this checkout")
@@ -339,7 +341,9 @@ def test_end_to_end_cuda(generated, tmp_path):
     _run([sys.executable, "setup.py", "build_ext", "--inplace"], repo, 1800, WITH_CUDA="1", TORCH_CUDA_ARCH_LIST=arch)
     info = _run([sys.executable, "-c", "import cuda_kernels as ck; print(ck.build_info()['cuda'])"], repo, 300)
     assert info.stdout.split() == ["True"], info.stdout
-    tests = _run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", f"tests/test_{NAME}.py"], repo, 900)
+    tests = _run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", f"tests/ops/test_{NAME}.py"], repo, 900
+    )
     cuda_passed = [line for line in tests.stdout.splitlines() if "cuda" in line and " PASSED" in line]
     assert cuda_passed and "FAILED" not in tests.stdout, tests.stdout[-3000:]  # the CUDA cases ran, not skipped
     bench = _run([sys.executable, "benchmark.py", "--op", NAME, "--quick", "--device", "cuda"], repo, 900)

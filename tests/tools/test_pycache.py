@@ -15,7 +15,7 @@ import pytest
 
 from cuda_kernels.tools import pycache as _pycache
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def torch_bytecode(monkeypatch: pytest.MonkeyPatch, present: bool) -> None:

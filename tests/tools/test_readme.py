@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Tracked top-level entries the tree leaves out on purpose (tool settings; requirements.txt's line names the dev file).
 NOT_IN_TREE = {".gitignore", ".clang-format", "requirements-dev.txt"}
 

@@ -16,7 +16,7 @@ import torch
 
 from cuda_kernels.tools.replay import find_compute_sanitizer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOADER = os.path.join(ROOT, "tests", "planted", "oob_loader.py")
 SCRIPT = os.path.join(ROOT, "scripts", "sanitize.sh")
 SANITIZER = find_compute_sanitizer()
@@ -125,7 +125,7 @@ def test_sanitize_script_passes_when_every_tool_is_clean(tmp_path) -> None:
     calls = (tmp_path / "args.log").read_text().splitlines()
     assert len(calls) == 2
     assert calls[0].startswith("--tool memcheck --error-exitcode 99 --target-processes all")
-    assert "-m gpu and not slow" in calls[0] and "--ignore=tests/test_sanitize.py" in calls[0]
+    assert "-m gpu and not slow" in calls[0] and "--ignore=tests/tools/test_sanitize.py" in calls[0]
     # By default only the project's kernels are checked (not torch's or cuBLAS's).
     assert all("--kernel-name regex=square_kernel|matmul_kernel" in call for call in calls), calls
 
@@ -149,12 +149,12 @@ def assert_case_skips_under(tool: str, case: str, skip_reason: str | None) -> No
         assert "1 passed" in run.stdout, run.stdout
 
 
-HEAVY_CASE = "tests/test_matmul.py::test_matmul_matches_reference[999x999x999-torch.float32-cpu]"
+HEAVY_CASE = "tests/ops/test_matmul.py::test_matmul_matches_reference[999x999x999-torch.float32-cpu]"
 
 
 def test_the_heavy_cases_carry_the_mark() -> None:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-m", "heavy"]
-    cmd += ["tests/test_matmul.py", "tests/test_matmul_ladder.py"]
+    cmd += ["tests/ops/test_matmul.py", "tests/ops/test_matmul_ladder.py"]
     collected = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert HEAVY_CASE in collected.stdout, collected.stdout
 
@@ -190,5 +190,5 @@ def test_sanitize_script_skips_without_a_gpu(tmp_path) -> None:
 @pytest.mark.parametrize("tool, skipped", [("memcheck", True), ("synccheck", True), ("", False)])
 def test_api_error_rows_skip_under_every_sanitizer_tool(tool: str, skipped: bool) -> None:
     """Rows that fail a CUDA allocation on purpose (`api_error`) skip under any tool: each one reports the failure."""
-    case = "tests/test_bad_input.py::test_bad_input[sq-output-alloc-fails-cpu]"
+    case = "tests/ops/test_bad_input.py::test_bad_input[sq-output-alloc-fails-cpu]"
     assert_case_skips_under(tool, case, "fails a CUDA API call on purpose" if skipped else None)

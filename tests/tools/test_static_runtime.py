@@ -33,7 +33,7 @@ from cuda_kernels.tools import build_config as bc
 # Not in the fast tier (-m 'not slow'): it builds a CPU-only copy of the extension (about a minute).
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Runs in a fresh interpreter with the temporary copy first on sys.path (a crash must not take pytest down).
 PROBE = r"""
