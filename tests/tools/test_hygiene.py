@@ -56,12 +56,7 @@ ALLOWED_WRITES = {
     ("cuda_kernels/tools/bench/report.py", "write_json"): "--json PATH given by the user",
     ("cuda_kernels/tools/bench/report.py", "write_csv"): "--csv PATH given by the user",
     ("cuda_kernels/tools/bench/report.py", "plot_records"): "--plot PATH given by the user",
-    ("scripts/crosscheck_do_bench.py", "main"): "the OUT path given on the command line",
     ("scripts/tune_matmul.py", "main"): "--json PATH given by the user",
-    ("scripts/debug_costs.py", "main"): "--json PATH given by the user",
-    ("scripts/loop_timings.py", "main"): "the edited kernel source (restored at the end); a temporary JIT cache",
-    ("scripts/loop_timings.py", "write_json"): "--json PATH given by the user",
-    ("scripts/cpu_square_bench.py", "main"): "--json PATH given by the user",
 }
 # Calls that write, by qualified name (module.function) or by method name on any object.
 WRITE_FUNCTIONS = {
