@@ -23,9 +23,9 @@ SHELL := /bin/bash
 deps:  ## install what building, testing and benchmarking need (torch only if missing); prints what it installed
 	@set -o pipefail; $(PIP) install -r requirements.txt | awk '/^Successfully installed /{for (i = 3; i <= NF; i++) print "installed " $$i; n++} END {if (!n) print "deps: nothing new installed"}'
 
-install: deps  ## build the extension in place (CUDA when nvcc + CUDA torch are found, else CPU-only)
+install: deps  ## build the extension in place (CUDA when nvcc, a CUDA torch and a GPU are found, else CPU-only)
 	$(PIP) install --no-build-isolation -e .
-	@$(PYTHON) -c "import cuda_kernels as ck; i = ck.build_info(); print('cuda_kernels built:', 'CUDA archs ' + ','.join(i['archs']) if i['cuda'] else 'CPU-only', '(debug)' if i['debug'] else '')"
+	@$(PYTHON) -c "import cuda_kernels as ck; from cuda_kernels.tools.build_config import build_plan; i = ck.build_info(); print('cuda_kernels built:', 'CUDA archs ' + ','.join(i['archs']) if i['cuda'] else f'CPU-only ({build_plan().why})', '(debug)' if i['debug'] else '')"
 
 bench: install  ## build, then time every op against torch on the available device
 	$(PYTHON) benchmark.py --quick

@@ -4,14 +4,18 @@
 
 Build switches, all read from the environment:
 
-  WITH_CUDA=0|1          force a CPU-only (0) or CUDA (1) build. Default: CUDA when a CUDA toolkit (nvcc) is found
-                         and torch is a CUDA build, CPU-only otherwise. The build prints which one it chose.
+  WITH_CUDA=0|1          force a CPU-only (0) or CUDA (1) build. Default: CUDA when a CUDA toolkit (nvcc) is found,
+                         torch is a CUDA build and a GPU is visible; CPU-only otherwise (the CUDA kernels could not
+                         run, and compiling them for the default archs takes many minutes on a small machine).
+                         The build prints which one it chose, and why. WITH_CUDA=1 compiles CUDA without a GPU, as
+                         CI does to compile every .cu.
   TORCH_CUDA_ARCH_LIST   archs to compile for, e.g. "8.0;9.0a" or "9.0+PTX" (torch's own variable, always honored).
   COMPUTE_CAPABILITY     shorthand that fills TORCH_CUDA_ARCH_LIST when that is unset: 90 -> 9.0, 90a -> 9.0a,
                          "80;90a" -> 8.0;9.0a. It never overrides TORCH_CUDA_ARCH_LIST.
-                         With neither set: the visible GPUs' archs (9.0 as 9.0a), or with no GPU a default that
-                         the nvcc found can build: "8.0;9.0a;10.0;12.0+PTX" from nvcc 12.8 on (see
-                         tools/build_config.py: DEFAULT_ARCH_LISTS). torch's names (Hopper, Ampere+PTX, ...) work in both.
+                         With neither set: the visible GPUs' archs (9.0 as 9.0a), or with no GPU (WITH_CUDA=1) a
+                         default that the nvcc found can build: "8.0;9.0a;10.0;12.0+PTX" from nvcc 12.8 on
+                         (DEFAULT_ARCH_LISTS in cuda_kernels/tools/build_config.py). torch's names (Hopper,
+                         Ampere+PTX, ...) work in both.
   DEBUG=1                host -O0 -g, device -O0 -g -G (cuda-gdb can step through kernels; kernels run much slower).
   LINEINFO=1             nvcc -lineinfo: source lines in ncu / compute-sanitizer reports at full speed.
   PTXAS_VERBOSE=1        print registers, shared memory and spills of every kernel.

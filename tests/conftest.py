@@ -48,12 +48,12 @@ def cuda_session_check(
         return "no CUDA device visible", ""
     if ext_has_cuda:
         return "", ""
-    built_without = "the extension was built without CUDA (WITH_CUDA=0 or no toolkit found at build time)"
+    built_without = "the extension was built without CUDA (WITH_CUDA=0, or no toolkit or no GPU at build time)"
     if allow_cpu_only:
         return f"{built_without}; {ALLOW_CPU_ONLY_ENV}=1 accepts that on this GPU host", ""
     return built_without, (
         f"a CUDA device is visible but {built_without}: every CUDA test would skip. Loaded: {ext_path or '?'}. "
-        "Rebuild with the CUDA toolkit visible (nvcc on PATH or CUDA_HOME set): "
+        "Rebuild on this host with the CUDA toolkit visible (nvcc on PATH or CUDA_HOME set), or with WITH_CUDA=1: "
         "pip install --no-build-isolation -e . ; `python -m cuda_kernels.doctor` shows what a build finds. "
         f"For a deliberate CPU-only build, set {ALLOW_CPU_ONLY_ENV}=1 (the CUDA cases then skip)."
     )

@@ -333,6 +333,10 @@ def cxx_runtime_link_args(env: Mapping[str, str] = os.environ) -> list[str]:
 # The build plan: every decision above, made once, for setup.py and the JIT loader alike.
 
 
+# Why a machine with a toolkit and a CUDA torch but no GPU builds CPU-only, and how to build CUDA all the same.
+NO_GPU_WHY = "no GPU visible; WITH_CUDA=1 builds the CUDA kernels anyway, as CI does to compile every .cu"
+
+
 class BuildPlanError(ValueError):
     """A build that cannot be planned as asked: WITH_CUDA=1 without a toolkit or with a CPU-only torch, an unreadable
     TORCH_CUDA_ARCH_LIST or COMPUTE_CAPABILITY. The message has no prefix: setup.py prints it after "cuda_kernels: ",
@@ -346,8 +350,8 @@ class TorchInfo:
     version: str  # torch.__version__, e.g. "2.14.1+cu130"
     cuda: str | None  # torch.version.cuda, e.g. "13.0"; None for a CPU-only build of torch
     cxx11_abi: bool | None  # torch._C._GLIBCXX_USE_CXX11_ABI; None: pass no -D_GLIBCXX_USE_CXX11_ABI
-    # The visible GPUs' compute capabilities, e.g. [(9, 0)]. Called only when a CUDA build is planned: asking
-    # torch.cuda talks to the driver, which a CPU-only build has no business doing.
+    # The visible GPUs' compute capabilities, e.g. [(9, 0)]. Called only when a CUDA build is possible (a toolkit
+    # and a CUDA torch) or forced: asking torch.cuda talks to the driver, which a CPU-only build has no business doing.
     gpu_capabilities: Callable[[], list[tuple[int, int]]]
 
     @staticmethod
@@ -437,17 +441,19 @@ def build_plan(env: Mapping[str, str] = os.environ, torch_info: TorchInfo | None
     env: the environment to read (os.environ, or a dict in tests); it is only read. torch_info: the torch to build
     against (default TorchInfo.current()). Raises BuildPlanError when the switches ask for what cannot be built.
 
-    CUDA or not: WITH_CUDA when set; else CUDA when a toolkit is found (find_cuda_home) and torch is a CUDA build.
+    CUDA or not: WITH_CUDA when set; else CUDA when a toolkit is found (find_cuda_home), torch is a CUDA build and
+    a GPU is visible. Without a GPU the CUDA kernels could not run here, and compiling them for the default archs
+    takes minutes to hours on a small machine; WITH_CUDA=1 compiles them anyway (CI does, to compile every .cu).
     The arch list: resolve_arch_list (TORCH_CUDA_ARCH_LIST, COMPUTE_CAPABILITY, the visible GPUs, nvcc's default).
     Flags: DEBUG, LINEINFO, PTXAS_VERBOSE, NVCC_THREADS; the link: CUDA_KERNELS_LINK_SHARED_CXX_RUNTIME.
     """
     torch_info = torch_info or TorchInfo.current()
     cuda_home = find_cuda_home(env)
-    with_cuda, why = _choose_cuda(env, cuda_home, torch_info)
+    with_cuda, why, gpus = _choose_cuda(env, cuda_home, torch_info)
     arch_list = arch_why = None
     if with_cuda:
         try:
-            arch_list, arch_why = resolve_arch_list(list(torch_info.gpu_capabilities()), cuda_home, env)
+            arch_list, arch_why = resolve_arch_list(gpus, cuda_home, env)
         except ValueError as err:
             raise BuildPlanError(str(err)) from None
     debug = env_flag("DEBUG", env=env)
@@ -477,8 +483,11 @@ def build_plan(env: Mapping[str, str] = os.environ, torch_info: TorchInfo | None
     )
 
 
-def _choose_cuda(env: Mapping[str, str], cuda_home: str | None, torch_info: TorchInfo) -> tuple[bool, str]:
-    """(CUDA build or not, why). WITH_CUDA=1 that cannot be built is a BuildPlanError, not a quiet CPU-only build."""
+def _choose_cuda(
+    env: Mapping[str, str], cuda_home: str | None, torch_info: TorchInfo
+) -> tuple[bool, str, list[tuple[int, int]]]:
+    """(CUDA build or not, why, the visible GPUs' capabilities: [] for a CPU-only build). WITH_CUDA=1 that cannot be
+    built is a BuildPlanError, not a quiet CPU-only build."""
     forced = env.get("WITH_CUDA", "")
     if forced != "":
         want = env_flag("WITH_CUDA", env=env)
@@ -486,12 +495,15 @@ def _choose_cuda(env: Mapping[str, str], cuda_home: str | None, torch_info: Torc
             raise BuildPlanError("WITH_CUDA=1 but no CUDA toolkit (nvcc and headers) was found; set CUDA_HOME")
         if want and torch_info.cuda is None:
             raise BuildPlanError(f"WITH_CUDA=1 but torch {torch_info.version} is a CPU-only build")
-        return want, f"WITH_CUDA={forced}"
+        return want, f"WITH_CUDA={forced}", list(torch_info.gpu_capabilities()) if want else []
     if cuda_home is None:
-        return False, "no CUDA toolkit found (set CUDA_HOME or WITH_CUDA=1 to insist)"
+        return False, "no CUDA toolkit found (set CUDA_HOME or WITH_CUDA=1 to insist)", []
     if torch_info.cuda is None:
-        return False, f"torch {torch_info.version} is a CPU-only build"
-    return True, f"CUDA toolkit at {cuda_home} and torch built with CUDA {torch_info.cuda}"
+        return False, f"torch {torch_info.version} is a CPU-only build", []
+    gpus = list(torch_info.gpu_capabilities())
+    if not gpus:
+        return False, NO_GPU_WHY, []
+    return True, f"CUDA toolkit at {cuda_home}, torch built with CUDA {torch_info.cuda} and a visible GPU", gpus
 
 
 def _compiler_flags(

@@ -215,16 +215,36 @@ def test_plan_without_cuda_says_why_and_asks_no_gpu(toolkit):
 
 def test_plan_chooses_cuda_by_what_is_there(toolkit, monkeypatch):
     env = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a"}
-    plan = bc.build_plan(env, fake_torch())
-    assert plan.with_cuda and plan.why == f"CUDA toolkit at {toolkit} and torch built with CUDA 13.0"
+    plan = bc.build_plan(env, fake_torch(caps=[(9, 0)]))
+    assert plan.with_cuda and plan.why == f"CUDA toolkit at {toolkit}, torch built with CUDA 13.0 and a visible GPU"
     assert plan.sources == tuple(bc.sources(True))
-    plan = bc.build_plan(env, fake_torch(cuda=None))
+    plan = bc.build_plan(env, fake_torch(cuda=None, caps=None))  # a CPU-only torch: the driver is not asked
     assert not plan.with_cuda and plan.why == "torch 2.14.1+cpu is a CPU-only build"
-    plan = bc.build_plan({"WITH_CUDA": "off", "CUDA_HOME": toolkit}, fake_torch())
+    plan = bc.build_plan({"WITH_CUDA": "off", "CUDA_HOME": toolkit}, fake_torch(caps=None))
     assert not plan.with_cuda and plan.why == "WITH_CUDA=off"
     monkeypatch.setattr(bc, "find_cuda_home", lambda env=None: None)
-    plan = bc.build_plan({"WITH_CUDA": ""}, fake_torch())  # empty: not set
+    plan = bc.build_plan({"WITH_CUDA": ""}, fake_torch(caps=None))  # empty: not set
     assert not plan.with_cuda and plan.why.startswith("no CUDA toolkit found")
+
+
+def test_no_gpu_visible_builds_cpu_only_unless_forced(toolkit):
+    """A toolkit and a CUDA torch but no GPU (a laptop, a CI runner): the CUDA kernels could not run, and compiling
+    them for the default archs takes minutes to hours on a small machine. CPU-only, said in one line of the report
+    with the switch that builds CUDA anyway; WITH_CUDA=1 does (CI compiles every .cu that way)."""
+    env = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a"}  # an arch list alone does not ask for CUDA
+    plan = bc.build_plan(env, fake_torch(caps=[]))
+    assert not plan.with_cuda and plan.arch_list is None and plan.nvcc_flags == () and plan.variant == "cpu"
+    assert plan.sources == tuple(bc.sources(False))
+    report = plan.report()
+    assert report[0] == (
+        "cuda_kernels: building the CPU-only extension (no GPU visible; WITH_CUDA=1 builds the CUDA kernels anyway, "
+        "as CI does to compile every .cu)"
+    )
+    assert [line for line in report if "GPU" in line] == report[:1]
+    forced = bc.build_plan({**env, "WITH_CUDA": "1"}, fake_torch(caps=[]))
+    assert forced.with_cuda and forced.why == "WITH_CUDA=1" and forced.arch_list == "9.0a"
+    forced = bc.build_plan({"CUDA_HOME": toolkit, "WITH_CUDA": "1"}, fake_torch(caps=[]))
+    assert forced.arch_list == bc.default_arch_list("12.8.93") and forced.arch_why.startswith("no GPU visible")
 
 
 def test_with_cuda_1_that_cannot_be_built_is_an_error(toolkit, monkeypatch):
@@ -233,7 +253,7 @@ def test_with_cuda_1_that_cannot_be_built_is_an_error(toolkit, monkeypatch):
     with pytest.raises(bc.BuildPlanError, match=r"^TORCH_CUDA_ARCH_LIST: cannot read 'Hoper'"):
         bc.build_plan({"WITH_CUDA": "1", "CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "Hoper"}, fake_torch())
     with pytest.raises(bc.BuildPlanError, match=r"^COMPUTE_CAPABILITY: cannot read"):
-        bc.build_plan({"CUDA_HOME": toolkit, "COMPUTE_CAPABILITY": "nine"}, fake_torch())
+        bc.build_plan({"CUDA_HOME": toolkit, "COMPUTE_CAPABILITY": "nine"}, fake_torch(caps=[(9, 0)]))
     monkeypatch.setattr(bc, "find_cuda_home", lambda env=None: None)
     with pytest.raises(bc.BuildPlanError, match=r"^WITH_CUDA=1 but no CUDA toolkit .*found; set CUDA_HOME$"):
         bc.build_plan({"WITH_CUDA": "1"}, fake_torch())
@@ -249,7 +269,7 @@ def test_plan_takes_the_arch_list_from_the_env_then_the_gpus_then_nvcc(toolkit):
     assert plan.arch_list == "8.0;9.0a" and plan.tag.endswith("-cu13.0-80__90a")
     plan = bc.build_plan({"CUDA_HOME": toolkit}, fake_torch(caps=[(9, 0)]))
     assert plan.arch_list == "9.0a" and plan.arch_why == "the visible GPU(s)"
-    plan = bc.build_plan({"CUDA_HOME": toolkit}, fake_torch())
+    plan = bc.build_plan({"CUDA_HOME": toolkit, "WITH_CUDA": "1"}, fake_torch())
     assert plan.arch_list == bc.default_arch_list("12.8.93") and "nvcc 12.8.93" in plan.arch_why
 
 
@@ -263,7 +283,7 @@ def test_plan_reads_only_the_env_it_is_given(env, toolkit):
 
 
 def test_debug_and_lineinfo_flags(toolkit):
-    base = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0"}
+    base = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0", "WITH_CUDA": "1"}
     plan = bc.build_plan(base, fake_torch())
     assert "-O3" in plan.nvcc_flags and "-G" not in plan.nvcc_flags and "-lineinfo" not in plan.nvcc_flags
     assert "-D_GLIBCXX_USE_CXX11_ABI=1" in plan.cxx_flags and "-D_GLIBCXX_USE_CXX11_ABI=1" in plan.nvcc_flags
@@ -295,15 +315,16 @@ def test_plan_links_the_runtime_torch_loaded():
 
 
 def test_report_names_the_build_and_warns_of_a_mismatched_nvcc(toolkit):
-    plan = bc.build_plan({"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a", "LINEINFO": "1"}, fake_torch())
+    env = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a", "LINEINFO": "1"}
+    plan = bc.build_plan(env, fake_torch(caps=[(9, 0)]))
     lines = plan.report()
     assert lines[0] == (
-        f"cuda_kernels: building the CUDA extension (CUDA toolkit at {toolkit} and torch built with CUDA 13.0); "
-        "nvcc 12.8.93; archs from TORCH_CUDA_ARCH_LIST=9.0a"
+        f"cuda_kernels: building the CUDA extension (CUDA toolkit at {toolkit}, torch built with CUDA 13.0 and a "
+        "visible GPU); nvcc 12.8.93; archs from TORCH_CUDA_ARCH_LIST=9.0a"
     )
     assert lines[1].startswith("cuda_kernels: warning: nvcc 12.8.93 and torch's CUDA 13.0 differ in major version")
     assert lines[2] == "cuda_kernels: DEBUG=0 LINEINFO=1"
-    matched = bc.build_plan({"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a"}, fake_torch(cuda="12.6"))
+    matched = bc.build_plan({"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a"}, fake_torch("12.6", [(9, 0)]))
     assert not any("warning" in line for line in matched.report())
 
 

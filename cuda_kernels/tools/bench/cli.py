@@ -141,8 +141,8 @@ def cpu_only_build_notice() -> str:
     if cpu_only_allowed():
         return f"note: CPU-only build on a host with a CUDA device ({ALLOW_CPU_ONLY_ENV}=1): timing the CPU kernels"
     return (
-        "WARNING: a CUDA device is visible but the extension was built without CUDA (WITH_CUDA=0 or no toolkit "
-        "found at build time): only the CPU kernels are timed. Rebuild with the CUDA toolkit visible "
+        "WARNING: a CUDA device is visible but the extension was built without CUDA (WITH_CUDA=0, or no toolkit "
+        "or no GPU at build time): only the CPU kernels are timed. Rebuild here with the CUDA toolkit visible "
         "(`python -m cuda_kernels.doctor` shows what a build finds), or set "
         f"{ALLOW_CPU_ONLY_ENV}=1 for a deliberate CPU-only build."
     )
