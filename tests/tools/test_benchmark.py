@@ -421,12 +421,13 @@ def test_json_schema_of_a_real_run(tmp_path, capsys):
     assert rows[2]["shape"] == "4096" and float(rows[2]["median_ms"]) == pytest.approx(ours["median_ms"])
 
 
-def test_matmul_run_records_mnk(tmp_path):
+def test_matmul_run_records_mnk(tmp_path, capsys):
     out = tmp_path / "mm.json"
     code = cli.main(
         ["--op", "matmul", "--size", "48x40x24", "--dtype", "bfloat16", "--quick", "--json", str(out), *CPU]
     )
     assert code == 0
+    assert "48x40x24" in capsys.readouterr().out  # the table, kept out of the test run's output
     records = json.loads(out.read_text())["records"]
     assert [r["impl"] for r in records] == ["torch", "ours"]
     for r in records:
@@ -449,6 +450,7 @@ def test_compare_exit_code(tmp_path, capsys):
     assert "SLOWER" in capsys.readouterr().out
     # An old run 100x slower: nothing regressed.
     assert run_tiny(tmp_path, "--compare", str(write_scaled(100, "slow.json")))[0] == 0
+    assert "SLOWER" not in capsys.readouterr().out
 
     # The pure function: the same times are no change; the threshold is respected.
     same, slower = report.compare_records(data["records"], data["records"], 0.10)
@@ -458,9 +460,10 @@ def test_compare_exit_code(tmp_path, capsys):
     assert report.compare_records(data["records"], worse, 0.01)[1] is True
 
 
-def test_plot_is_written(tmp_path):
+def test_plot_is_written(tmp_path, capsys):
     code, data = run_tiny(tmp_path, "--plot", str(tmp_path / "run.png"))
     assert code == 0
+    assert "ours/torch" in capsys.readouterr().out  # the table, kept out of the test run's output
     png = (tmp_path / "run.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 1000
     # Matmul panels (with a datasheet line) from records alone.
@@ -484,10 +487,12 @@ def test_wrong_square_is_reported_without_speed(tmp_path, monkeypatch, capsys):
     assert all(r["median_ms"] for r in data["records"] if r["impl"] == "torch")
 
 
-def test_wrong_or_raising_matmul_fails_the_run(tmp_path, monkeypatch):
+def test_wrong_or_raising_matmul_fails_the_run(tmp_path, monkeypatch, capsys):
+    """Planted wrong and raising matmuls; capsys keeps their reports out of the test run's output."""
     args = ["--op", "matmul", "--size", "32", "--dtype", "float32", "--quick", *CPU]
     monkeypatch.setattr(cuda_kernels, "matmul", lambda a, b, variant=0: torch.mm(a, b) * (1 + 1e-4))
     assert cli.main(args) == 1
+    assert "matmul float32 32x32x32 ours: " in capsys.readouterr().out
 
     def broken(a, b, variant=0):
         raise RuntimeError("cuda_kernels.matmul: boom")
@@ -497,6 +502,7 @@ def test_wrong_or_raising_matmul_fails_the_run(tmp_path, monkeypatch):
     assert cli.main([*args, "--json", str(out)]) == 1
     ours = json.loads(out.read_text())["records"][-1]
     assert ours["correct"] is False and "boom" in ours["note"] and ours["median_ms"] is None
+    assert "raised RuntimeError: cuda_kernels.matmul: boom" in capsys.readouterr().out
 
 
 class CallCounter:
@@ -522,7 +528,7 @@ def test_iters_runs_exactly_n_calls_and_nothing_else(monkeypatch, capsys):
     assert "median" not in capsys.readouterr().out  # no table
 
 
-def test_iters_without_op_runs_one_representative_case_per_op(monkeypatch):
+def test_iters_without_op_runs_one_representative_case_per_op(monkeypatch, capsys):
     square = CallCounter(lambda x: x)
     matmul = CallCounter(lambda a, b, variant=0: a[:, :1])
     monkeypatch.setattr(cuda_kernels, "square", square)
@@ -531,6 +537,7 @@ def test_iters_without_op_runs_one_representative_case_per_op(monkeypatch):
     assert square.shapes == [((2**24,),)]
     m, n, k = table.ITERS_CPU_MATMUL_SHAPE  # 4096 on CUDA; the CPU kernel is slow
     assert matmul.shapes == [((m, k), (k, n))]
+    assert "ran 1 call(s) of ours matmul" in capsys.readouterr().out
 
 
 def test_bad_arguments_exit_2(capsys):
@@ -686,10 +693,11 @@ def test_ladder_run_skips_with_a_note_and_exits_0(fake_ladder, tmp_path, capsys)
     ]
 
 
-def test_ladder_run_without_the_skip_rule_fails(fake_ladder, monkeypatch, tmp_path):
+def test_ladder_run_without_the_skip_rule_fails(fake_ladder, monkeypatch, tmp_path, capsys):
     """The test above can fail: if nothing is left out, the steps that cannot run raise and the run exits 1."""
     monkeypatch.setattr(table, "matmul_step_unmet_need", lambda variant, dtype_name, device, tf32=False: "")
     assert run_fake_ladder(tmp_path)[0] == 1
+    assert "4 case(s) gave a WRONG RESULT" in capsys.readouterr().out
 
 
 def test_tf32_cases_in_the_sweep():

@@ -17,6 +17,9 @@ from cuda_kernels import _dump, ops
 from cuda_kernels.tools import replay
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The line a dump prints (_dump.py). Tests that plant a failing call read it from capsys within the test: pytest
+# prints what capsys holds at the end of the test under -s.
+DUMP_NOTICE = "cuda_kernels: saved the failing "
 DUMP_NAME = re.compile(r"(square|matmul)-\d{8}-\d{6}-\d{6}-\d+\.pt$")
 
 
@@ -46,7 +49,7 @@ def error_of(fn, *args, **kwargs) -> BaseException:
     return info.value
 
 
-def test_a_failing_call_is_dumped_and_its_error_propagates_unchanged(dump_dir) -> None:
+def test_a_failing_call_is_dumped_and_its_error_propagates_unchanged(dump_dir, capsys) -> None:
     x = torch.arange(6).reshape(2, 3)  # int64: square refuses it
     cuda_kernels.set_dump_dir(None)
     expected = error_of(cuda_kernels.square, x)
@@ -58,6 +61,7 @@ def test_a_failing_call_is_dumped_and_its_error_propagates_unchanged(dump_dir) -
 
     (path,) = dumps(dump_dir)
     assert DUMP_NAME.search(os.path.basename(path)) and not os.path.exists(path + ".tmp")
+    assert f"rerun it: python -m cuda_kernels.replay {path}" in capsys.readouterr().err
     record = torch.load(path, weights_only=True)  # only tensors and plain types inside
     assert record["op"] == "square" and record["format"] == _dump.FORMAT
     assert record["exception"] == {"type": type(expected).__name__, "message": str(expected)}
@@ -75,10 +79,11 @@ def test_a_successful_call_writes_nothing(dump_dir) -> None:
     assert dumps(dump_dir) == []
 
 
-def test_replay_reproduces_the_error_and_exits_1(dump_dir) -> None:
+def test_replay_reproduces_the_error_and_exits_1(dump_dir, capsys) -> None:
     a = torch.randn(4, 3).t()  # (3, 4), a transposed view
     b = torch.randn(5, 2)  # inner dimensions differ
     error_of(cuda_kernels.matmul, a, b, variant=0)
+    assert DUMP_NOTICE + "matmul call" in capsys.readouterr().err
     (path,) = dumps(dump_dir)
     proc = run_replay(path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -95,9 +100,10 @@ def test_replay_of_a_call_that_now_succeeds_exits_0(tmp_path) -> None:
     assert "did not reproduce" in proc.stdout
 
 
-def test_replay_in_process_rebuilds_the_call(dump_dir) -> None:
+def test_replay_in_process_rebuilds_the_call(dump_dir, capsys) -> None:
     a = torch.randn(4, 3, dtype=torch.float64).t()
     error_of(cuda_kernels.matmul, a, torch.randn(3, 2, dtype=torch.float64), variant=0)
+    assert DUMP_NOTICE + "matmul call" in capsys.readouterr().err
     record = replay.load(dumps(dump_dir)[0])
     assert record["kwargs"] == {"variant": 0}
     assert record["args"][0]["stride"] == [1, 3]
@@ -195,9 +201,10 @@ def test_replay_of_a_cuda_dump_without_a_gpu_says_use_cpu(tmp_path) -> None:
 
 @requires_cuda
 @pytest.mark.gpu
-def test_a_failing_cuda_call_replays_on_cuda(dump_dir) -> None:
+def test_a_failing_cuda_call_replays_on_cuda(dump_dir, capsys) -> None:
     x = torch.arange(8, device="cuda")[::2]
     error_of(cuda_kernels.square, x)
+    assert DUMP_NOTICE + "square call" in capsys.readouterr().err
     (path,) = dumps(dump_dir)
     record = torch.load(path, weights_only=True)
     assert record["args"][0]["device"] == "cuda:0" and record["args"][0]["stride"] == [2]
@@ -205,8 +212,9 @@ def test_a_failing_cuda_call_replays_on_cuda(dump_dir) -> None:
     assert proc.returncode == 1 and "same error as recorded" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_replay_reruns_itself_under_compute_sanitizer(dump_dir, tmp_path) -> None:
+def test_replay_reruns_itself_under_compute_sanitizer(dump_dir, tmp_path, capsys) -> None:
     error_of(cuda_kernels.square, torch.arange(3))
+    assert DUMP_NOTICE + "square call" in capsys.readouterr().err
     (path,) = dumps(dump_dir)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -348,7 +348,6 @@ def test_end_to_end_cuda(generated, tmp_path):
     assert cuda_passed and "FAILED" not in tests.stdout, tests.stdout[-3000:]  # the CUDA cases ran, not skipped
     bench = _run([sys.executable, "benchmark.py", "--op", NAME, "--quick", "--device", "cuda"], repo, 900)
     assert NAME in bench.stdout, bench.stdout[-3000:]
-    print(bench.stdout[-2000:])
 
 
 @pytest.mark.slow
