@@ -392,8 +392,9 @@ class BuildPlan:
     # setup.py's object folder build/<variant>: "cpu", "cuda", "cuda-debug", "cuda-lineinfo", ... Objects of one
     # variant are reused across rebuilds (ninja sees changed flags by itself), so DEBUG on and off stay warm.
     variant: str
-    # The JIT cache folder's name: also the Python ABI, torch version, CUDA version and archs, since one cache
-    # serves every environment of a user: "py311-torch2.14.1-cu13.0-80__90a-debug", "py311-torch2.14.1-cpu".
+    # The JIT cache folder's name (the JIT adds the checkout): also the Python ABI, torch version, CUDA version and
+    # archs, since one cache serves every environment of a user: "py311-torch2.14.1-cu13.0-80__90a-debug",
+    # "py311-torch2.14.1-cpu".
     tag: str
     torch: TorchInfo
 

@@ -5,13 +5,15 @@
 The build is planned by setup.py's function, cuda_kernels/tools/build_config.build_plan(): the same choice of CUDA or
 not, toolkit, archs, sources and flags, from the same switches: WITH_CUDA, TORCH_CUDA_ARCH_LIST,
 COMPUTE_CAPABILITY, DEBUG, LINEINFO, PTXAS_VERBOSE, NVCC_THREADS, MAX_JOBS, CUDA_HOME. Objects stay in a build
-folder per configuration (BuildPlan.tag),
+folder per configuration (BuildPlan.tag) and checkout,
 
-    $CUDA_KERNELS_JIT_DIR/<tag>     (default ~/.cache/cuda_kernels/jit/<tag>)
+    $CUDA_KERNELS_JIT_DIR/<tag>-<checkout>     (default ~/.cache/cuda_kernels/jit/<tag>-<checkout>)
     <tag> = py311-torch2.14.1-cu13.0-<archs>[-debug][-lineinfo]   or   py311-torch2.14.1-cpu[-debug]
+    <checkout> = checkout_key(): 8 hex digits of the checkout's csrc/ path
 
-so ninja recompiles only the files whose sources or headers changed, and switching DEBUG=1 on and off keeps
-both builds warm. CUDA_KERNELS_JIT_VERBOSE=1 prints the compiler commands. As in setup.py, the module is linked
+so ninja recompiles only the files whose sources or headers changed, switching DEBUG=1 on and off keeps both
+builds warm, and two clones sharing the cache do not rebuild over each other (build.ninja names one checkout's
+sources by path). CUDA_KERNELS_JIT_VERBOSE=1 prints the compiler commands. As in setup.py, the module is linked
 against the libstdc++ torch loaded (BuildPlan.link_args) and refused if it has a C++ runtime of its own
 (build_config.cxx_runtime_problem).
 
@@ -48,7 +50,7 @@ class JitPlan:
     """Everything load() needs; computed without compiling anything (tests inspect it)."""
 
     build: bc.BuildPlan  # the build, as setup.py would make it in this environment
-    build_dir: str  # cache_root()/<build.tag>
+    build_dir: str  # cache_root()/<build.tag>-<checkout_key(csrc)>
     name: str  # the module's name: cuda_kernels_jit_<hash of the checkout and the tag>
 
 
@@ -59,6 +61,11 @@ def cache_root() -> str:
     return os.path.join(pycache.cache_home(os.environ), "jit")
 
 
+def checkout_key(csrc: str) -> str:
+    """8 hex digits of a checkout's absolute csrc/ path: its own build folder in a cache every checkout shares."""
+    return hashlib.sha1(os.path.abspath(csrc).encode()).hexdigest()[:8]
+
+
 def plan() -> JitPlan:
     """Plans the build with bc.build_plan(), as setup.py does, and names its cache folder and module.
 
@@ -67,7 +74,8 @@ def plan() -> JitPlan:
     build = bc.build_plan()
     # The module name must be a C identifier (it becomes PyInit_<name>) and unique per checkout and config.
     digest = hashlib.sha1(f"{bc.ROOT}|{build.tag}".encode()).hexdigest()[:10]
-    return JitPlan(build=build, build_dir=os.path.join(cache_root(), build.tag), name=f"cuda_kernels_jit_{digest}")
+    build_dir = os.path.join(cache_root(), f"{build.tag}-{checkout_key(bc.CSRC)}")
+    return JitPlan(build=build, build_dir=build_dir, name=f"cuda_kernels_jit_{digest}")
 
 
 @contextmanager

@@ -170,7 +170,7 @@ def test_plan_follows_the_build_switches(monkeypatch: pytest.MonkeyPatch, tmp_pa
     p = _jit.plan()
     assert not p.build.with_cuda and p.build.arch_list is None
     assert p.build.tag.endswith("-cpu-debug") and "torch" in p.build.tag
-    assert p.build_dir == os.path.join(str(tmp_path), p.build.tag)
+    assert p.build_dir == os.path.join(str(tmp_path), f"{p.build.tag}-{_jit.checkout_key(bc.CSRC)}")
     assert "-O0" in p.build.cxx_flags and "-DCUDA_KERNELS_DEBUG=1" in p.build.cxx_flags
     monkeypatch.setenv("DEBUG", "0")
     release = _jit.plan()
@@ -178,7 +178,7 @@ def test_plan_follows_the_build_switches(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def test_plan_is_the_build_plan_of_setup_py(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    # The JIT loader plans nothing itself: its build is bc.build_plan()'s (tests/test_build_config.py compares
+    # The JIT loader plans nothing itself: its build is bc.build_plan()'s (tests/tools/test_build_config.py compares
     # that with what setup.py builds); only the cache folder and the module name are its own.
     made: list[bc.BuildPlan] = []
     real = bc.build_plan
@@ -192,7 +192,24 @@ def test_plan_is_the_build_plan_of_setup_py(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setenv("WITH_CUDA", "0")
     p = _jit.plan()
     assert len(made) == 1 and p.build is made[0]
-    assert p.build_dir == os.path.join(str(tmp_path), made[0].tag) and p.name.startswith("cuda_kernels_jit_")
+    assert p.build_dir.startswith(os.path.join(str(tmp_path), made[0].tag)) and p.name.startswith("cuda_kernels_jit_")
+
+
+def test_each_checkout_builds_in_a_folder_of_its_own(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Every checkout of a user shares the JIT cache, not a build folder: its build.ninja names one checkout's
+    sources by path, so two clones in one folder rebuilt over each other."""
+    monkeypatch.setenv("CUDA_KERNELS_JIT_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WITH_CUDA", "0")
+    here = _jit.plan()
+    key = _jit.checkout_key(bc.CSRC)
+    assert len(key) == 8 and here.build_dir == os.path.join(str(tmp_path / "cache"), f"{here.build.tag}-{key}")
+    assert _jit.plan().build_dir == here.build_dir  # the same checkout keeps its folder (and its objects)
+    clone = tmp_path / "clone" / "csrc"
+    shutil.copytree(bc.CSRC, clone)
+    monkeypatch.setattr(bc, "CSRC", str(clone))
+    there = _jit.plan()
+    assert there.build.tag == here.build.tag and there.build_dir != here.build_dir
+    assert all(src.startswith(str(clone)) for src in there.build.sources)
 
 
 @pytest.mark.parametrize(
