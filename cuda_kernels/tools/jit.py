@@ -2,8 +2,8 @@
 
     CUDA_KERNELS_JIT=1 python -m pytest -q tests/     # first run compiles, later runs recompile what changed
 
-The build is planned by setup.py's function, cuda_kernels/tools/build_config.build_plan(): the same choice of CUDA or
-not, toolkit, archs, sources and flags, from the same switches: WITH_CUDA, TORCH_CUDA_ARCH_LIST,
+The build is planned by setup.py's function, build_plan() in cuda_kernels/tools/build_config.py: the same choice of
+CUDA or not, toolkit, archs, sources and flags, from the same switches: WITH_CUDA, TORCH_CUDA_ARCH_LIST,
 COMPUTE_CAPABILITY, DEBUG, LINEINFO, PTXAS_VERBOSE, NVCC_THREADS, MAX_JOBS, CUDA_HOME. Objects stay in a build
 folder per configuration (BuildPlan.tag) and checkout,
 

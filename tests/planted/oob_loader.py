@@ -1,4 +1,4 @@
-"""Builds and runs the planted out-of-bounds kernel (oob.cu) for tests/test_sanitize.py. Test-only code.
+"""Builds and runs the planted out-of-bounds kernel (oob.cu) for tests/tools/test_sanitize.py. Test-only code.
 
     python tests/planted/oob_loader.py build DIR          # compile oob.cu into DIR, print the library's path
     python tests/planted/oob_loader.py run LIB [--bug]    # fill a 1024-float CUDA tensor; --bug writes y[1024]
