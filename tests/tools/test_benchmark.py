@@ -1,4 +1,5 @@
-"""Tests of the benchmark harness itself (cuda_kernels.tools.bench, run by benchmark.py). They run on the CPU in seconds."""
+"""Tests of the benchmark harness itself (cuda_kernels.tools.bench, run by benchmark.py). They run on the CPU in
+seconds."""
 
 from __future__ import annotations
 
@@ -282,8 +283,8 @@ def assert_checks_catch_wrong_results() -> None:
     m, k, n = 33, 65, 17
     a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
     assert check("matmul", [a, b], a @ b)[0] is True
-    # The checker's bound (cuda_kernels/tools/testing.py) at (i, j) is u |ref| + tiny + (1 + u) min(K, 6 sqrt K) u S with
-    # S = (|a| @ |b|)[i, j] >= |ref|, so at most (u + (1 + u) min(K, 6 sqrt K) u) S + tiny, 3e-6 S for K = 65; and
+    # The checker's bound (cuda_kernels/tools/testing.py) at (i, j) is u |ref| + tiny + (1 + u) min(K, 6 sqrt K) u S
+    # with S = (|a| @ |b|)[i, j] >= |ref|, so at most (u + (1 + u) min(K, 6 sqrt K) u) S + tiny, 3e-6 S for K = 65; and
     # a @ b in float32 is within K u S (4e-6 S) of the exact product. Moving one element by 1e-3 S puts it more than
     # 100 bounds away for any data (a relative change, as this test once made, is lost where |ref| << S).
     u = 2.0**-24

@@ -74,7 +74,8 @@ def test_enable_sets_this_interpreter_and_the_environment(monkeypatch: pytest.Mo
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_targets_cache_bytecode_when_torch_has_none(tmp_path) -> None:
     # A torch without bytecode first on the path (as in an image that set PYTHONDONTWRITEBYTECODE=1 before installing
-    # it), and a PYTHON that runs cuda_kernels/tools/pycache.py for real but otherwise prints what a target's recipe gets.
+    # it), and a PYTHON that runs cuda_kernels/tools/pycache.py for real but otherwise prints what a target's recipe
+    # gets.
     fake = str(tmp_path / "site")
     _package_without_bytecode(fake, "torch")
     python = tmp_path / "python"
