@@ -10,7 +10,8 @@ With CUDA_KERNELS_DUMP_DIR=DIR (read at import; set_dump_dir() at run time) a fa
 DIR for `python -m cuda_kernels.replay FILE` (cuda_kernels._dump).
 
 What runs in a user's program is this file, ops.py, _loader.py and _dump.py. The development tools (build config,
-JIT, benchmark, op generator, doctor, ...) are in cuda_kernels.tools, imported only by the JIT build and the tools.
+JIT, benchmark, op generator, doctor, ...) are in cuda_kernels.tools: imported only where a program opts in (the
+JIT build, the edit loop) and by the tools themselves; new.py, dev.py, doctor.py and replay.py here only run them.
 """
 
 from __future__ import annotations
