@@ -9,8 +9,8 @@ checked by the tests of the code that prints it.
 A path is a token that starts with one of the repository's top-level folders (csrc/, cuda_kernels/, tests/,
 scripts/, docs/, examples/, .ci/) or is a top-level file name (setup.py, Makefile, ...), and is not part of a longer
 path (/tmp/tests/x, ~/.cache/cuda_kernels, a URL). Placeholders are skipped: tokens with <, >, {, }, *, $, ...
-or NAME / NN_ in them (tests/ops/test_<op>.py, csrc/cuda/{name}.cu, csrc/cuda/matmul/NN_name.cu), and the files of
-the README's example op (EXAMPLE_OPS), which the op generator writes. A Markdown link's #section is not checked.
+or NAME / OP / NN_ in them (tests/ops/test_<op>.py, csrc/cuda/{name}.cu, csrc/cuda/matmul/NN_name.cu), and the files
+of the README's example op (EXAMPLE_OPS), which the op generator writes. A Markdown link's #section is not checked.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ PATH = re.compile(
     + "|".join(re.escape(f) + r"(?![\w.-])" for f in TOP_LEVEL_FILES)
     + ")"
 )
-PLACEHOLDERS = ("<", ">", "{", "}", "*", "$", "...", "NAME", "NN_")
+PLACEHOLDERS = ("<", ">", "{", "}", "*", "$", "...", "NAME", "OP", "NN_")
 # The op of the README's `python -m cuda_kernels.new scale_shift` example: the files it writes are named as such.
 EXAMPLE_OPS = ("scale_shift",)
 
@@ -148,7 +148,8 @@ def test_the_rule_finds_stale_paths_and_skips_what_is_not_one(tmp_path) -> None:
     )
     (tmp_path / "README.md").write_text(
         f"Run `python {gone}`; not /tmp/{gone}, ~/.cache/{gone}, https://example.com/{gone},\n"
-        "tests/test_<op>.py, csrc/cuda/{name}.cu, csrc/cuda/matmul/NN_name.cu, tests/test_NAME.py, csrc/**/*.cu\n"
+        "tests/test_<op>.py, csrc/cuda/{name}.cu, csrc/cuda/matmul/NN_name.cu, tests/test_NAME.py, tests/test_OP.py,\n"
+        "csrc/**/*.cu\n"
         f"[a section]({gone}#section), csrc/here.h#section\n"
     )
     (tmp_path / "Makefile").write_text(f"all:  # builds {gone}\n\tcc {gone}\n")
@@ -160,6 +161,6 @@ def test_the_rule_finds_stale_paths_and_skips_what_is_not_one(tmp_path) -> None:
         f"a.py:3: {gone}",
         f"a.py:7: {gone}",
         f"README.md:1: {gone}",
-        f"README.md:3: {gone}",
+        f"README.md:4: {gone}",
         f"Makefile:1: {gone}",
     ]
