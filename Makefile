@@ -9,9 +9,9 @@ help:  ## list the targets
 
 # Bytecode: where the environment says not to write it (PYTHONDONTWRITEBYTECODE=1, as in many container images)
 # and torch has none, every Python process compiles torch from source (import torch 5-6 s instead of 2 s on the H100
-# machine). The targets below cache it outside the source tree instead: cuda_kernels/_pycache.py decides and prints
+# machine). The targets below cache it outside the source tree instead: cuda_kernels/tools/pycache.py decides and prints
 # the folder. CUDA_KERNELS_PYCACHE=0 leaves the environment as it is.
-PYCACHE := $(if $(PYTHONDONTWRITEBYTECODE),$(shell $(PYTHON) cuda_kernels/_pycache.py))
+PYCACHE := $(if $(PYTHONDONTWRITEBYTECODE),$(shell $(PYTHON) cuda_kernels/tools/pycache.py))
 ifneq ($(PYCACHE),)
 export PYTHONPYCACHEPREFIX := $(PYCACHE)
 unexport PYTHONDONTWRITEBYTECODE
@@ -23,9 +23,9 @@ SHELL := /bin/bash
 deps:  ## install what building, testing and benchmarking need (torch only if missing); prints what it installed
 	@set -o pipefail; $(PIP) install -r requirements.txt | awk '/^Successfully installed /{for (i = 3; i <= NF; i++) print "installed " $$i; n++} END {if (!n) print "deps: nothing new installed"}'
 
-install: deps  ## build the extension in place (CUDA when nvcc + CUDA torch are found, else CPU-only)
+install: deps  ## build the extension in place (CUDA when nvcc, a CUDA torch and a GPU are found, else CPU-only)
 	$(PIP) install --no-build-isolation -e .
-	@$(PYTHON) -c "import cuda_kernels as ck; i = ck.build_info(); print('cuda_kernels built:', 'CUDA archs ' + ','.join(i['archs']) if i['cuda'] else 'CPU-only', '(debug)' if i['debug'] else '')"
+	@$(PYTHON) -c "import cuda_kernels as ck; from cuda_kernels.tools.build_config import build_plan; i = ck.build_info(); print('cuda_kernels built:', 'CUDA archs ' + ','.join(i['archs']) if i['cuda'] else f'CPU-only ({build_plan().why})', '(debug)' if i['debug'] else '')"
 
 bench: install  ## build, then time every op against torch on the available device
 	$(PYTHON) benchmark.py --quick

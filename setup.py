@@ -4,14 +4,18 @@
 
 Build switches, all read from the environment:
 
-  WITH_CUDA=0|1          force a CPU-only (0) or CUDA (1) build. Default: CUDA when a CUDA toolkit (nvcc) is found
-                         and torch is a CUDA build, CPU-only otherwise. The build prints which one it chose.
+  WITH_CUDA=0|1          force a CPU-only (0) or CUDA (1) build. Default: CUDA when a CUDA toolkit (nvcc) is found,
+                         torch is a CUDA build and a GPU is visible; CPU-only otherwise (the CUDA kernels could not
+                         run, and compiling them for the default archs takes many minutes on a small machine).
+                         The build prints which one it chose, and why. WITH_CUDA=1 compiles CUDA without a GPU, as
+                         CI does to compile every .cu.
   TORCH_CUDA_ARCH_LIST   archs to compile for, e.g. "8.0;9.0a" or "9.0+PTX" (torch's own variable, always honored).
   COMPUTE_CAPABILITY     shorthand that fills TORCH_CUDA_ARCH_LIST when that is unset: 90 -> 9.0, 90a -> 9.0a,
                          "80;90a" -> 8.0;9.0a. It never overrides TORCH_CUDA_ARCH_LIST.
-                         With neither set: the visible GPUs' archs (9.0 as 9.0a), or with no GPU a default that
-                         the nvcc found can build: "8.0;9.0a;10.0;12.0+PTX" from nvcc 12.8 on (see
-                         _build_config.DEFAULT_ARCH_LISTS). torch's names (Hopper, Ampere+PTX, ...) work in both.
+                         With neither set: the visible GPUs' archs (9.0 as 9.0a), or with no GPU (WITH_CUDA=1) a
+                         default that the nvcc found can build: "8.0;9.0a;10.0;12.0+PTX" from nvcc 12.8 on
+                         (DEFAULT_ARCH_LISTS in cuda_kernels/tools/build_config.py). torch's names (Hopper,
+                         Ampere+PTX, ...) work in both.
   DEBUG=1                host -O0 -g, device -O0 -g -G (cuda-gdb can step through kernels; kernels run much slower).
   LINEINFO=1             nvcc -lineinfo: source lines in ncu / compute-sanitizer reports at full speed.
   PTXAS_VERBOSE=1        print registers, shared memory and spills of every kernel.
@@ -29,8 +33,8 @@ the binary's DT_NEEDED entries are checked: one without a shared libstdc++ is de
 Object files are kept in build/<variant>/ (cpu, cuda, cuda-debug, cuda-lineinfo, ...) so that a rebuild after
 editing one file recompiles only that file.
 
-Every decision above is made by cuda_kernels/_build_config.build_plan(), which the JIT loader (CUDA_KERNELS_JIT=1,
-cuda_kernels/_jit.py) calls too: this file only carries the plan out.
+Every decision above is made by build_plan() in cuda_kernels/tools/build_config.py, which the JIT loader
+(CUDA_KERNELS_JIT=1, cuda_kernels/tools/jit.py) calls too: this file only carries the plan out.
 """
 
 import importlib.util
@@ -43,7 +47,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 def _load_build_config():
     # Load by path: importing the package would try to load the extension we are about to build.
     spec = importlib.util.spec_from_file_location(
-        "_build_config", os.path.join(ROOT, "cuda_kernels", "_build_config.py")
+        "_build_config", os.path.join(ROOT, "cuda_kernels", "tools", "build_config.py")
     )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look the module up while it executes
@@ -73,7 +77,7 @@ except ImportError:
     )
 
 try:
-    # Every decision of the build, made where the JIT loader makes it too (cuda_kernels/_build_config.py).
+    # Every decision of the build, made where the JIT loader makes it too (cuda_kernels/tools/build_config.py).
     plan = cfg_mod.build_plan()
 except cfg_mod.BuildPlanError as err:  # WITH_CUDA=1 that cannot be built, an unreadable arch list: one line
     sys.exit(f"cuda_kernels: {err}")

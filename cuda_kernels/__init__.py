@@ -5,9 +5,13 @@
     c = cuda_kernels.matmul(a, b)       # also torch.ops.cuda_kernels.matmul(a, b)
 
 The compiled extension (cuda_kernels._C) registers the ops with PyTorch's dispatcher when it is imported.
-With CUDA_KERNELS_JIT=1 the same csrc/ sources are compiled on import instead (cuda_kernels._jit).
+With CUDA_KERNELS_JIT=1 the same csrc/ sources are compiled on import instead (cuda_kernels.tools.jit).
 With CUDA_KERNELS_DUMP_DIR=DIR (read at import; set_dump_dir() at run time) a failing call saves its arguments to
 DIR for `python -m cuda_kernels.replay FILE` (cuda_kernels._dump).
+
+What runs in a user's program is this file, ops.py, _loader.py and _dump.py. The development tools (build config,
+JIT, benchmark, op generator, doctor, ...) are in cuda_kernels.tools: imported only where a program opts in (the
+JIT build, the edit loop) and by the tools themselves; new.py, dev.py, doctor.py and replay.py here only run them.
 """
 
 from __future__ import annotations
@@ -17,25 +21,29 @@ import sys
 from typing import Any
 
 # `python -m cuda_kernels.dev` (the edit loop) imports this package first. Where Python may not write bytecode and
-# torch has none, the loop caches it outside the tree before torch is imported, as `make dev` does (_pycache.py).
-_STARTED_AS_DEV = any(arg.endswith("cuda_kernels.dev") for arg in getattr(sys, "orig_argv", []))
+# torch has none, the loop caches it outside the tree before torch is imported, as `make dev` does (tools/pycache.py).
+_STARTED_AS_DEV = any(
+    arg.endswith(("cuda_kernels.dev", "cuda_kernels.tools.dev")) for arg in getattr(sys, "orig_argv", [])
+)
 if _STARTED_AS_DEV:
-    from cuda_kernels import _pycache
+    from cuda_kernels.tools import pycache as _pycache
 
     _pycache.enable(os.environ)
 
 import torch  # noqa: E402, F401  (the extension links against torch: import it first)
 
-from cuda_kernels._build_config import decode_arch_tag  # noqa: E402
-from cuda_kernels._loader import load_extension  # noqa: E402
+from cuda_kernels._loader import decode_arch_tag, load_extension  # noqa: E402
 
 # `python -m cuda_kernels.doctor` imports this package first: a broken extension must not stop the doctor,
 # which reports _LOAD_ERROR instead; nor `python -m cuda_kernels.new`, which adds an op before the first build;
 # nor the edit loop, which reports a failed build itself. The loop always builds in JIT mode, and first starts a
 # thread that imports what the tests will need while the compiler runs. Everyone else gets the ImportError at once.
-_RUNS_WITHOUT_EXTENSION = ("cuda_kernels.doctor", "cuda_kernels.new", "cuda_kernels.dev")
+_RUNS_WITHOUT_EXTENSION = (
+    "cuda_kernels.doctor", "cuda_kernels.new", "cuda_kernels.dev",
+    "cuda_kernels.tools.doctor", "cuda_kernels.tools.new", "cuda_kernels.tools.dev",
+)  # fmt: skip
 if _STARTED_AS_DEV:
-    from cuda_kernels._dev_prefetch import start_prefetch
+    from cuda_kernels.tools.dev_prefetch import start_prefetch
 
     _PREFETCH = start_prefetch()
 _LOAD_ERROR: ImportError | None = None

@@ -25,7 +25,7 @@
 # CUDA_KERNELS_SANITIZE=<tool> is exported: under racecheck, initcheck and synccheck the tests marked `heavy`
 # skip (tests/conftest.py: the same kernels on 999^3 and larger shapes take minutes there; memcheck runs them),
 # and hypothesis uses its small "sanitize" profile.
-# tests/test_sanitize.py is left out: it runs compute-sanitizer itself, on a planted bug.
+# tests/tools/test_sanitize.py is left out: it runs compute-sanitizer itself, on a planted bug.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -86,7 +86,7 @@ for tool in $TOOLS; do
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 CUDA_KERNELS_SANITIZE=$tool \
         "$SAN" --tool "$tool" --error-exitcode 99 --target-processes all ${filter[@]+"${filter[@]}"} ${EXTRA[@]+"${EXTRA[@]}"} \
         "$PYTHON" -m pytest -v -rs -p no:cacheprovider -o console_output_style=times --durations=10 -m "$MARK" ${k_args[@]+"${k_args[@]}"} \
-        --ignore=tests/test_sanitize.py "${TESTS[@]}" > "$log" 2>&1
+        --ignore=tests/tools/test_sanitize.py "${TESTS[@]}" > "$log" 2>&1
     rc=$?
     # One summary line per process the sanitizer followed: "ERROR SUMMARY: N errors", or for racecheck
     # "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)" (a warning is a hazard too: counted).

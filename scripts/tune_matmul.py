@@ -1,23 +1,26 @@
 #!/usr/bin/env python
 """Times every step of the CUDA matmul ladder, and step 6's tile configurations, against torch.mm (TF32 off).
 
+Run it on a tuning build, which compiles more step-6/8/15 configurations than the shipping one (a GPU needed):
+
+    NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING pip install --no-build-isolation -e .
     python scripts/tune_matmul.py                       # default shapes, every variant and step-6 configuration
     python scripts/tune_matmul.py --shapes 4096 8192x1024x4096 --configs none --json out.json
-    NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING pip install --no-build-isolation -e .   # compile candidates
 
-float32 by default (--dtype for others), random normal inputs. Per case: correctness first (every element within the
-error bound of cuda_kernels.testing.check_matmul, as the tests and the benchmark; the relative Frobenius error is
-reported beside), then the benchmark harness's timing (cuda_kernels.bench.timing.time_fn: warm-up, CUDA events, an
-L2 flush before every call) for at least --reps calls, until the median is stable or --max-s is spent; the median
-is reported. Shapes are M x N x K. Step 6's configurations are forced with the environment
-variable CUDA_KERNELS_MATMUL_06_CONFIG, which the launcher reads at every call.
+A plain build works too: it times the configurations that build has (the ones the launcher picks from).
+
+float32 by default (--dtype for others), random normal inputs. Per case: correctness first (every element within
+the error bound of cuda_kernels.tools.testing.check_matmul, as the tests and the benchmark; the relative Frobenius
+error is reported beside), then the benchmark harness's timing (cuda_kernels.tools.bench.timing.time_fn: warm-up,
+CUDA events, an L2 flush before every call) for at least --reps calls, until the median is stable or --max-s is
+spent; the median is reported. Shapes are M x N x K. Step 6's configurations are forced with
+cuda_kernels.tools.matmul_tuning(config06=NAME), which sets the launcher's override for the calls in its block.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,12 +31,12 @@ from datetime import datetime, timezone
 import torch
 
 import cuda_kernels
-from cuda_kernels.bench import timing
 from cuda_kernels.ops import matmul_cuda_variants
-from cuda_kernels.testing import check_matmul
+from cuda_kernels.tools import matmul_tuning
+from cuda_kernels.tools.bench import timing
+from cuda_kernels.tools.testing import check_matmul
 
 DEFAULT_SHAPES = ["1024", "2048", "4096", "8192", "4000", "8192x1024x4096", "1x4096x4096"]
-CONFIG_ENV = "CUDA_KERNELS_MATMUL_06_CONFIG"
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -50,13 +53,13 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 def step6_configs() -> list[str]:
     """Names of the compiled step-6 float32 configurations (from the error that an unknown name raises)."""
     a = torch.ones(4, 4, device="cuda")
-    os.environ[CONFIG_ENV] = "?"
     try:
-        cuda_kernels.matmul(a, a, variant=6)
+        with matmul_tuning(config06="?"):
+            cuda_kernels.matmul(a, a, variant=6)
     except RuntimeError as e:
-        return [s.strip() for s in str(e).split("available: ")[1].split("\n")[0].split(",")]
-    finally:
-        del os.environ[CONFIG_ENV]
+        if "available: " in str(e):
+            return [s.strip() for s in str(e).split("available: ")[1].split("\n")[0].split(",")]
+        raise
     raise RuntimeError("step 6 accepted an unknown configuration name")
 
 
@@ -109,18 +112,15 @@ def time_shape(
     all_ok = True
     rows: list[dict] = []
     for label, fn, cfg in cases:
-        if cfg is not None:
-            os.environ[CONFIG_ENV] = cfg
         try:
-            out = fn()
-            err = rel_error(out, ref)
-            ok, why = check_matmul(a, b, out)
-            times = timing.time_fn(fn, "cuda", config, flush).samples_ms if ok else []
+            with matmul_tuning(config06=cfg):  # cfg None: the launcher's own choice
+                out = fn()
+                err = rel_error(out, ref)
+                ok, why = check_matmul(a, b, out)
+                times = timing.time_fn(fn, "cuda", config, flush).samples_ms if ok else []
         except RuntimeError as e:  # a launch failure: report it, keep timing the others
             print(f"ERROR {label} at {m}x{n}x{k}: {str(e).splitlines()[0]}")
             err, ok, why, times = float("nan"), False, "", []
-        finally:
-            os.environ.pop(CONFIG_ENV, None)
         if not ok:
             all_ok = False
             print(f"WRONG {label} at {m}x{n}x{k}: {why or 'raised'}")

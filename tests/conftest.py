@@ -15,10 +15,11 @@ import pytest
 
 # Bytecode, settled before torch is imported: where the environment says not to write it and torch has none
 # (PYTHONDONTWRITEBYTECODE=1 in many container images), every Python process compiles torch from source, seconds
-# each; this session and the processes its tests start cache it outside the source tree (cuda_kernels/_pycache.py,
-# loaded by path: importing the package would import torch).
+# each; this session and the processes its tests start cache it outside the source tree. The helper,
+# cuda_kernels/tools/pycache.py, is loaded by path: importing the package would import torch.
 _spec = importlib.util.spec_from_file_location(
-    "_pycache", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda_kernels", "_pycache.py")
+    "_pycache",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda_kernels", "tools", "pycache.py"),
 )
 _pycache = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_pycache)
@@ -27,7 +28,7 @@ PYCACHE = _pycache.enable(os.environ)
 import torch  # noqa: E402  (after the bytecode settings above)
 
 import cuda_kernels  # noqa: E402
-from cuda_kernels.testing import (  # noqa: E402
+from cuda_kernels.tools.testing import (  # noqa: E402
     ALLOW_CPU_ONLY_ENV,
     check_matmul,
     cpu_only_allowed,
@@ -48,12 +49,12 @@ def cuda_session_check(
         return "no CUDA device visible", ""
     if ext_has_cuda:
         return "", ""
-    built_without = "the extension was built without CUDA (WITH_CUDA=0 or no toolkit found at build time)"
+    built_without = "the extension was built without CUDA (WITH_CUDA=0, or no toolkit or no GPU at build time)"
     if allow_cpu_only:
         return f"{built_without}; {ALLOW_CPU_ONLY_ENV}=1 accepts that on this GPU host", ""
     return built_without, (
         f"a CUDA device is visible but {built_without}: every CUDA test would skip. Loaded: {ext_path or '?'}. "
-        "Rebuild with the CUDA toolkit visible (nvcc on PATH or CUDA_HOME set): "
+        "Rebuild on this host with the CUDA toolkit visible (nvcc on PATH or CUDA_HOME set), or with WITH_CUDA=1: "
         "pip install --no-build-isolation -e . ; `python -m cuda_kernels.doctor` shows what a build finds. "
         f"For a deliberate CPU-only build, set {ALLOW_CPU_ONLY_ENV}=1 (the CUDA cases then skip)."
     )
@@ -160,11 +161,12 @@ def disassemble_extension() -> str:
 
 DEVICES = ["cpu", pytest.param("cuda", marks=[requires_cuda, pytest.mark.gpu])]
 
-# matmul tolerance: the error model and the check in cuda_kernels/testing.py (shared with the benchmark).
+# matmul tolerance: the error model and the check in cuda_kernels/tools/testing.py (shared with the benchmark).
 
 
 def assert_matmul_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
-    """out must equal float64 a @ b within matmul_error_bound (cuda_kernels.testing.check_matmul, as the benchmark)."""
+    """out must equal float64 a @ b within matmul_error_bound (cuda_kernels.tools.testing.check_matmul, as the
+    benchmark)."""
     ok, message = check_matmul(a, b, out)
     assert ok, message
 

@@ -58,7 +58,7 @@
 
 // at::vec's AVX code, built with -Wall, warns about GCC's own intrinsics headers: the deliberately undefined lanes
 // of _mm512_undefined_ps & co. (Its other warnings, unknown pragmas and vector ABI notes, GCC 12 cannot silence
-// here: cuda_kernels/_build_config.py passes -Wno-unknown-pragmas -Wno-psabi.)
+// here: cuda_kernels/tools/build_config.py passes -Wno-unknown-pragmas -Wno-psabi.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -1,6 +1,6 @@
-// A deliberately broken kernel for tests/test_sanitize.py ONLY: it proves that `compute-sanitizer --tool memcheck`
-// (and so `make sanitize`) catches an out-of-bounds write. It is not part of the cuda_kernels ops, setup.py or
-// csrc/; tests/planted/oob_loader.py builds it into a temporary folder.
+// A deliberately broken kernel for tests/tools/test_sanitize.py ONLY: it proves that
+// `compute-sanitizer --tool memcheck` (and so `make sanitize`) catches an out-of-bounds write. It is not part of
+// the cuda_kernels ops, setup.py or csrc/; tests/planted/oob_loader.py builds it into a temporary folder.
 //
 // fill(y, n, planted_bug) writes y[i] = i for i < n. With planted_bug the bounds check is off by one (i <= n), so
 // one thread writes y[n]: 4 bytes past the end of the allocation.

@@ -1,4 +1,4 @@
-"""Builds and runs the planted out-of-bounds kernel (oob.cu) for tests/test_sanitize.py. Test-only code.
+"""Builds and runs the planted out-of-bounds kernel (oob.cu) for tests/tools/test_sanitize.py. Test-only code.
 
     python tests/planted/oob_loader.py build DIR          # compile oob.cu into DIR, print the library's path
     python tests/planted/oob_loader.py run LIB [--bug]    # fill a 1024-float CUDA tensor; --bug writes y[1024]
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
 import os
 import sys
 
@@ -22,10 +23,15 @@ N = 1024  # 4096 bytes: a multiple of any allocation granularity, so y[N] is out
 
 def build(build_dir: str) -> str:
     """Compiles oob.cu with torch.utils.cpp_extension.load into build_dir; returns the shared library's path."""
-    sys.path.insert(0, os.path.join(ROOT, "cuda_kernels"))
-    import _build_config  # by path: importing the cuda_kernels package would load its extension
+    # By path: importing the cuda_kernels package would load its extension.
+    spec = importlib.util.spec_from_file_location(
+        "build_config", os.path.join(ROOT, "cuda_kernels", "tools", "build_config.py")
+    )
+    build_config = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = build_config  # dataclasses look the module up while it executes
+    spec.loader.exec_module(build_config)
 
-    home = _build_config.find_cuda_home()
+    home = build_config.find_cuda_home()
     if home and not os.environ.get("CUDA_HOME"):
         os.environ["CUDA_HOME"] = home  # torch.utils.cpp_extension reads it at import
     import torch

@@ -1,0 +1,5 @@
+import sys
+
+from cuda_kernels.tools.bench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,455 @@
+"""The benchmark's one table: every op it times, with everything the harness needs to know about it.
+
+An entry (BenchOp) says how to make inputs for a size and dtype, our call and torch's, how to check our output,
+the bytes moved and FLOPs, the sweeps, how to read --size, and the op's roofline. Adding an op to the benchmark is
+adding one entry to OPS_IN_ORDER (`python -m cuda_kernels.new NAME` writes it for an elementwise op); nothing
+else in the harness names an op.
+
+Sizes: an elementwise op's shape is (n,) elements; matmul's is (M, N, K): a is (M, K), b is (K, N).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+import cuda_kernels
+from cuda_kernels.tools.testing import check_matmul
+
+Shape = tuple[int, ...]
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One op at one dtype and size."""
+
+    op: str
+    dtype: torch.dtype
+    shape: Shape
+    # None: the dtype's own arithmetic (float32 matmul with TF32 off). "tf32": float32 matmul with
+    # torch.backends.cuda.matmul.allow_tf32 = True for ours and torch's (cuBLAS may then round inputs to TF32).
+    math: str | None = None
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).removeprefix("torch.")
+
+    @property
+    def shape_str(self) -> str:
+        """'16777216' or '4096x4096x4096' (M x N x K); also the last part of the NVTX path."""
+        return "x".join(str(d) for d in self.shape)
+
+    @property
+    def nvtx_path(self) -> list[str]:
+        """NVTX ranges pushed (nested) around the case: ncu's --nvtx-include "square/float32/16777216/"
+        ("matmul/float32+tf32/4096x4096x4096/" for a TF32 case)."""
+        return [self.op, self.dtype_name + (f"+{self.math}" if self.math else ""), self.shape_str]
+
+
+@dataclass(frozen=True)
+class Impl:
+    """One implementation timed for a case: "ours" (with a variant for ops that have them) or "torch".
+
+    op, when set, records the row under another table entry: an elementwise case times its roofline op (a copy
+    of the same bytes) on the same inputs, recorded as that op's torch row.
+    """
+
+    impl: str
+    variant: int | None = None
+    variant_name: str | None = None
+    op: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.variant_name:
+            return f"{self.impl}[v{self.variant} {self.variant_name}]"
+        if self.variant:
+            return f"{self.impl}[v{self.variant}]"
+        return self.impl
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The sizes an op runs at: the default sweep, --quick, the CPU's (capped: a CPU run stays near a minute on
+    two cores), and the one representative size that -i/--iters runs (what `ncu -k ...` should look at)."""
+
+    default: list[Shape]
+    quick: list[Shape]
+    cpu: list[Shape]
+    cpu_quick: list[Shape]
+    iters: Shape
+    cpu_iters: Shape
+
+    def shapes(self, quick: bool, on_cpu: bool) -> list[Shape]:
+        if on_cpu:
+            return self.cpu_quick if quick else self.cpu
+        return self.quick if quick else self.default
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A variant of our op not timed for a dtype on this device, and why."""
+
+    op: str
+    variant: int
+    name: str
+    dtype: str
+    why: str
+
+    @property
+    def note(self) -> str:
+        return f"note: {self.op} step {self.variant} ({self.name}) skipped for {self.dtype}: {self.why}"
+
+
+# plan(cases, ours, device, default_sweep) -> (our implementations per case, variants left out): see MATMUL.
+Planner = Callable[[list[Case], list[Impl], torch.device, bool], tuple[dict[Case, list[Impl]], list[Skipped]]]
+
+
+@dataclass(frozen=True)
+class BenchOp:
+    """One op of the benchmark. The callables receive the inputs that make_inputs made."""
+
+    name: str
+    make_inputs: Callable[[Shape, torch.dtype, torch.device, torch.Generator], list[Tensor]]
+    ours: Callable[[list[Tensor], int], Callable[[], Tensor]] | None  # (inputs, variant) -> the call to time
+    torch: Callable[[list[Tensor]], Callable[[], Tensor]]  # torch's call: the reference timing
+    # (inputs, our output, math) -> (True, "") | (False, what is wrong) | (None, why not checked)
+    check: Callable[[list[Tensor], Tensor, str | None], tuple[bool | None, str]]
+    bytes_moved: Callable[[Shape, int], int]  # (shape, itemsize) -> the minimum bytes read + written
+    flops: Callable[[Shape], int | None]  # None: a memory-bound op (its speed is GB/s)
+    parse_size: Callable[[str], Shape]  # --size text -> shape; ValueError with the expected form
+    format_shape: Callable[[Shape], str]  # for tables: "2^24", "4096x4096x4096"
+    sweep: Sweep
+    # The roofline of a memory-bound op: the torch row of this entry (a copy of the same bytes), timed on the same
+    # inputs in the same case. None: the roofline is the op's own torch row (cuBLAS for matmul).
+    roofline_op: str | None = None
+    in_all: bool = True  # `--op all` runs it
+    tf32_shapes: list[Shape] = field(default_factory=list)  # the default CUDA sweep adds a TF32 case at these
+    ladder: Callable[[torch.device], list[tuple[int, str]]] | None = None  # --ladder: [(variant, name)] here
+    plan: Planner | None = None  # which variants each case times (None: the requested ones)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Elementwise ops (square, and those `python -m cuda_kernels.new` adds)
+
+
+def _number(text: str) -> int:
+    if "^" in text:
+        base, exp = text.split("^")
+        return int(base) ** int(exp)
+    return int(text)
+
+
+def parse_elements(text: str) -> Shape:
+    """'16777216' or '2^24' -> (n,)."""
+    try:
+        if "x" in text:
+            raise ValueError
+        n = _number(text.strip().lower())
+        if n < 1:
+            raise ValueError
+        return (n,)
+    except ValueError:
+        raise ValueError(f"--size {text!r}: expected N or 2^N elements") from None
+
+
+def format_elements(shape: Shape) -> str:
+    """'2^24' for a power-of-two element count, else the number."""
+    n = shape[0]
+    return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else str(n)
+
+
+def random_vector(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> list[Tensor]:
+    """[x]: random normal (never zeros, which would hide unwritten outputs)."""
+    return [torch.randn(shape[0], generator=gen, dtype=dtype, device=device)]
+
+
+def check_equal(out: Tensor, ref: Tensor) -> tuple[bool, str]:
+    """Exact equality, with the first differing element in the note."""
+    if out.shape != ref.shape or out.dtype != ref.dtype or out.device != ref.device:
+        return False, (
+            f"got {tuple(out.shape)} {out.dtype} on {out.device}, expected {tuple(ref.shape)} {ref.dtype} "
+            f"on {ref.device}"
+        )
+    if torch.equal(out, ref):
+        return True, ""
+    bad = (out != ref).flatten()
+    first = int(bad.nonzero()[0])
+    return False, (
+        f"{int(bad.sum())} of {out.numel()} elements differ; first at {first}: got {out.flatten()[first].item()}, "
+        f"expected {ref.flatten()[first].item()}"
+    )
+
+
+def check_close(out: Tensor, ref: Tensor) -> tuple[bool, str]:
+    """Within torch.testing.assert_close's default tolerance for the dtype."""
+    try:
+        torch.testing.assert_close(out, ref)
+    except AssertionError as err:
+        return False, str(err).replace("\n", " ")
+    return True, ""
+
+
+ELEMENTWISE_SIZES = [2**k for k in range(10, 29)]
+ELEMENTWISE_QUICK_SIZES = [2**12, 2**16, 2**20, 2**24, 2**28]
+CPU_MAX_ELEMENTS = 2**24
+ITERS_ELEMENTS = 2**24
+
+
+def elementwise_sweep() -> Sweep:
+    return Sweep(
+        default=[(n,) for n in ELEMENTWISE_SIZES],
+        quick=[(n,) for n in ELEMENTWISE_QUICK_SIZES],
+        cpu=[(n,) for n in ELEMENTWISE_SIZES if n <= CPU_MAX_ELEMENTS],
+        cpu_quick=[(n,) for n in ELEMENTWISE_QUICK_SIZES if n <= CPU_MAX_ELEMENTS],
+        iters=(ITERS_ELEMENTS,),
+        cpu_iters=(ITERS_ELEMENTS,),
+    )
+
+
+def elementwise(
+    name: str,
+    ours: Callable[[Tensor], Tensor],
+    reference: Callable[[Tensor], Tensor],
+    exact: Callable[[Tensor], Tensor] | None = None,
+) -> BenchOp:
+    """An entry for an op y = f(x) of one tensor, of x's shape and dtype: memory-bound, its roofline a copy.
+
+    ours(x) calls our op, reference(x) is torch's way to compute it (timed beside ours). Our output must equal
+    exact(x) exactly when exact is given, else be within assert_close's default tolerance of reference(x).
+    """
+
+    def check(inputs: list[Tensor], out: Tensor, math_mode: str | None) -> tuple[bool | None, str]:
+        (x,) = inputs
+        return check_equal(out, exact(x)) if exact is not None else check_close(out, reference(x))
+
+    return BenchOp(
+        name=name,
+        make_inputs=random_vector,
+        ours=lambda inputs, variant: lambda: ours(inputs[0]),
+        torch=lambda inputs: lambda: reference(inputs[0]),
+        check=check,
+        bytes_moved=lambda shape, itemsize: 2 * shape[0] * itemsize,
+        flops=lambda shape: None,
+        parse_size=parse_elements,
+        format_shape=format_elements,
+        sweep=elementwise_sweep(),
+        roofline_op="copy",
+    )
+
+
+def _copy_call(inputs: list[Tensor]) -> Callable[[], Tensor]:
+    (x,) = inputs
+    dst = torch.empty_like(x)  # preallocated: the copy moves exactly 2 * x.nbytes
+    return lambda: dst.copy_(x)
+
+
+# The bandwidth roofline of the elementwise ops: a device-to-device copy of the same bytes (torch's row only).
+COPY = BenchOp(
+    name="copy",
+    make_inputs=random_vector,
+    ours=None,
+    torch=_copy_call,
+    check=lambda inputs, out, math_mode: check_equal(out, inputs[0]),
+    bytes_moved=lambda shape, itemsize: 2 * shape[0] * itemsize,
+    flops=lambda shape: None,
+    parse_size=parse_elements,
+    format_shape=format_elements,
+    sweep=elementwise_sweep(),
+    in_all=False,
+)
+
+# square in float64 is exact for every dtype (x*x of a p-bit mantissa needs 2p bits: fits in float32 for
+# half/bfloat16 and in float64 for float32), so rounding it once to the dtype is the correctly rounded result.
+SQUARE = elementwise(
+    "square",
+    ours=lambda x: cuda_kernels.square(x),  # looked up at call time: tests patch the ops
+    reference=lambda x: torch.square(x),
+    exact=lambda x: x.double().square().to(x.dtype),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# matmul: a (M, K) @ b (K, N), with the CUDA ladder's steps as variants
+
+# A matrix-vector product whose one call is mostly reading (512 MiB of B in bfloat16): the skinny kernel's read
+# rate against the copy's, which the 4096-wide shapes, a few microseconds of fixed cost a call, cannot show.
+MATMUL_BANDWIDTH_SHAPE: Shape = (1, 16384, 16384)
+MATMUL_SHAPES: list[Shape] = [(n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192)] + [
+    (4000, 4000, 4000),  # not a multiple of any tile size
+    (8192, 1024, 4096),  # rectangular
+    (1, 4096, 4096),  # a single row: matrix-vector, memory-bound
+    (16, 4096, 4096),  # a few rows (a decode step's batch): still memory-bound
+    (4096, 1, 4096),  # a single column: A's rows against one vector
+    MATMUL_BANDWIDTH_SHAPE,
+]
+MATMUL_QUICK_SHAPES: list[Shape] = [(256, 256, 256), (1024, 1024, 1024), (4096, 4096, 4096), (1, 4096, 4096)]
+CPU_MAX_MATMUL_MACS = 1024**3  # M*N*K: keeps 256..1024 and 1x4096x4096 (MATMUL_BANDWIDTH_SHAPE is left out)
+CPU_QUICK_MATMUL_SHAPES: list[Shape] = [(256, 256, 256), (512, 512, 512)]
+ITERS_MATMUL_SHAPE: Shape = (4096, 4096, 4096)
+ITERS_CPU_MATMUL_SHAPE: Shape = (1024, 1024, 1024)  # the CPU kernel takes seconds at 4096
+# The default CUDA sweep also times, in the same run, the rows the tensor-core targets read
+# (scripts/check_targets.py): float16 and bfloat16 at these shapes get one row per tensor-core ladder step
+# (besides the default variant's), and float32 at TF32 shapes a second case with TF32 allowed for ours and torch.
+TENSOR_CORE_SWEEP_SHAPES: list[Shape] = [(4096, 4096, 4096), (8192, 8192, 8192)]
+TF32_SWEEP_SHAPES: list[Shape] = [(4096, 4096, 4096)]
+MAX_MATMUL_DIM = 65536  # --size: larger dimensions are surely a typo (2^24 meant for square, say)
+# The tensor-core steps are the ladder steps that take only these dtypes (the SIMT steps take all four).
+TENSOR_CORE_DTYPES = frozenset({"float16", "bfloat16"})
+
+
+def parse_matmul_size(text: str) -> Shape:
+    """'4096' -> (4096, 4096, 4096); 'MxNxK' (a is MxK, b is KxN); each dimension 2^k or a number."""
+    try:
+        dims = [_number(d) for d in text.strip().lower().split("x")]
+        if len(dims) == 1:
+            dims *= 3
+        if len(dims) != 3 or min(dims) < 1 or max(dims) > MAX_MATMUL_DIM:
+            raise ValueError
+        return tuple(dims)
+    except ValueError:
+        raise ValueError(f"--size {text!r}: expected N or MxNxK (M x N x K, each <= {MAX_MATMUL_DIM})") from None
+
+
+def matmul_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> list[Tensor]:
+    """[a (M, K), b (K, N)], random normal."""
+    m, n, k = shape
+    return [
+        torch.randn(m, k, generator=gen, dtype=dtype, device=device),
+        torch.randn(k, n, generator=gen, dtype=dtype, device=device),
+    ]
+
+
+def matmul_ladder() -> list[tuple[int, str]]:
+    """[(variant, name)] of the CUDA matmul kernels; empty for a CPU-only build."""
+    return [(v, name) for v, name, _ in cuda_kernels.ops.matmul_kernels()]
+
+
+def matmul_ladder_on(device: torch.device) -> list[tuple[int, str]]:
+    """The CUDA matmul kernels when timing on a CUDA device; [] on the CPU (its matmul has variant 0 only)."""
+    return matmul_ladder() if device.type == "cuda" else []
+
+
+def matmul_step_dtypes() -> dict[int, set[str]]:
+    """{variant: names of the dtypes that kernel takes}."""
+    return {v: set(dtypes) for v, _, dtypes in cuda_kernels.ops.matmul_kernels()}
+
+
+def matmul_step_unmet_need(variant: int, dtype_name: str, device: torch.device, tf32: bool = False) -> str:
+    """Why CUDA kernel `variant` cannot run dtype_name on this CUDA device, e.g. "supports float16 and bfloat16, got
+    float32" or "needs compute capability >= 8.0, ..."; "" when it can (worded as the op's error).
+    tf32: asked with TF32 allowed (a case of math "tf32"), else with it off, as run.math_mode runs the case."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        return cuda_kernels.ops.matmul_unmet_need(variant, dtype_name, -1 if device.index is None else device.index)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def tensor_core_steps(ladder: list[tuple[int, str]], step_dtypes: dict[int, set[str]]) -> list[tuple[int, str]]:
+    """The steps of the ladder that exist for 16-bit inputs only (mma.sync, wgmma, ...), in ladder order."""
+    return [(v, name) for v, name in ladder if step_dtypes.get(v) and step_dtypes[v] <= TENSOR_CORE_DTYPES]
+
+
+def plan_matmul(
+    cases: list[Case], ours: list[Impl], device: torch.device, default_sweep: bool
+) -> tuple[dict[Case, list[Impl]], list[Skipped]]:
+    """Our matmul implementations per matmul case, and the ladder steps left out (once per step and dtype).
+
+    Each case gets `ours` (--variant's step or, with --ladder, every step), and, in the default sweep when its
+    shape is in TENSOR_CORE_SWEEP_SHAPES and its dtype is float16/bfloat16, every tensor-core step as well (each
+    variant once). A CUDA ladder step that cannot run the case's dtype on this device (wrong dtype, too old a GPU,
+    not in this binary: matmul_step_unmet_need) is left out and reported, not run into an error. Variant 0 always
+    runs; a variant the ladder does not know is kept, and fails like any op that raises.
+    """
+    ladder = matmul_ladder_on(device)
+    names = dict(ladder)
+    extra = [Impl("ours", v, name) for v, name in tensor_core_steps(ladder, matmul_step_dtypes())] if ladder else []
+    tensor_core_shapes = TENSOR_CORE_SWEEP_SHAPES if default_sweep else []
+    by_case: dict[Case, list[Impl]] = {}
+    skipped: dict[tuple[int, str], Skipped] = {}
+    for case in cases:
+        wanted = list(ours)
+        if case.shape in tensor_core_shapes and case.dtype_name in TENSOR_CORE_DTYPES:
+            wanted += extra
+        impls: list[Impl] = []
+        for impl in wanted:
+            if any(i.variant == impl.variant for i in impls):
+                continue
+            if impl.variant in names:
+                why = matmul_step_unmet_need(impl.variant, case.dtype_name, device, tf32=case.math == "tf32")
+                if why:
+                    key = (impl.variant, case.dtype_name)
+                    skipped.setdefault(key, Skipped(case.op, impl.variant, names[impl.variant], case.dtype_name, why))
+                    continue
+            impls.append(impl)
+        by_case[case] = impls
+    return by_case, list(skipped.values())
+
+
+def _matmul_ours(inputs: list[Tensor], variant: int) -> Callable[[], Tensor]:
+    a, b = inputs
+    return lambda: cuda_kernels.matmul(a, b, variant=variant)
+
+
+def _matmul_torch(inputs: list[Tensor]) -> Callable[[], Tensor]:
+    a, b = inputs
+    return lambda: torch.mm(a, b)
+
+
+MATMUL = BenchOp(
+    name="matmul",
+    make_inputs=matmul_inputs,
+    ours=_matmul_ours,
+    torch=_matmul_torch,
+    check=lambda inputs, out, math_mode: check_matmul(inputs[0], inputs[1], out, tf32=math_mode == "tf32"),
+    bytes_moved=lambda shape, itemsize: (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1]) * itemsize,
+    flops=lambda shape: 2 * math.prod(shape),
+    parse_size=parse_matmul_size,
+    format_shape=lambda shape: "x".join(str(d) for d in shape),
+    sweep=Sweep(
+        default=MATMUL_SHAPES,
+        quick=MATMUL_QUICK_SHAPES,
+        cpu=[s for s in MATMUL_SHAPES if math.prod(s) <= CPU_MAX_MATMUL_MACS and s != MATMUL_BANDWIDTH_SHAPE],
+        cpu_quick=CPU_QUICK_MATMUL_SHAPES,
+        iters=ITERS_MATMUL_SHAPE,
+        cpu_iters=ITERS_CPU_MATMUL_SHAPE,
+    ),
+    tf32_shapes=TF32_SWEEP_SHAPES,
+    ladder=lambda device: matmul_ladder_on(device),  # looked up at call time: tests fake the ladder
+    plan=plan_matmul,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The table, in the order a run goes through it
+
+OPS_IN_ORDER: tuple[BenchOp, ...] = (
+    SQUARE,
+    COPY,
+    MATMUL,
+    # python -m cuda_kernels.new adds new ops above this line
+)
+OPS: dict[str, BenchOp] = {op.name: op for op in OPS_IN_ORDER}
+
+
+def roofline_ops() -> set[str]:
+    """The ops that serve as another op's roofline (their rows belong to that op's cases in tables and plots)."""
+    return {op.roofline_op for op in OPS_IN_ORDER if op.roofline_op}
+
+
+def shape_of(name: str, shape: Sequence[int]) -> str:
+    """An op's shape as the tables print it; a JSON op the table no longer has: 'AxB'."""
+    op = OPS.get(name)
+    return op.format_shape(tuple(shape)) if op else "x".join(str(d) for d in shape)

@@ -1,0 +1,471 @@
+"""Adds a new elementwise op to the repository in one command, from square's pattern:
+
+    python -m cuda_kernels.new NAME              # writes the files, prints them and the next three commands
+    python -m cuda_kernels.new NAME --dry-run    # prints the plan, writes nothing
+    python -m cuda_kernels.new NAME --root PATH  # a checkout other than the one this package lives in
+
+New files: csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths and their launcher, with no ATen header:
+an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a plain
+at::parallel_for kernel and the input checks both devices run), tests/ops/test_NAME.py (devices x dtypes against a torch
+reference, opcheck, gradcheck, torch.compile, bad input). Insertions, each above a marker line (MARKERS): the
+declarations in csrc/ops.h; the op's name constant, the schema and the CPU and CUDA registrations in
+csrc/api.cpp; the CUDA host function (the input check, then square's elementwise_cuda: guard, output, layout, dtype
+switch) and the kernel header's include in csrc/cuda/ops.cpp; the Python wrapper, fake kernel and autograd formula in
+cuda_kernels/ops.py; the export in cuda_kernels/__init__.py; the benchmark entry in cuda_kernels/tools/bench/table.py.
+
+The generated op computes the placeholder x * 2 (backward: 2 * grad) for float32/float64/float16/bfloat16 tensors of
+any shape and strides, on the CPU and CUDA; every place to edit for the real math is marked TODO(NAME).
+
+A name is refused (exit code 2, nothing written) when it is not lowercase snake_case of at most MAX_NAME_LEN
+characters, is a Python keyword or builtin, or is taken: an op in csrc/api.cpp, a name in the package or its ops
+module, a file the op would create, a C++ function it would define. Every file is computed in memory first and
+written only once all checks and markers are found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import keyword
+import os
+import re
+import string
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Lowercase snake_case, as the existing ops (square, matmul): the name is used in C++ and Python identifiers, file
+# names and the schema. The length cap keeps every generated line within the 120-column format (clang-format, ruff).
+NAME_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
+MAX_NAME_LEN = 32
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+# The files an op adds, relative to the root, as format strings of the name.
+NEW_FILES = {
+    "csrc/cuda/{name}.cu": "cuda.cu.tmpl",
+    "csrc/cuda/{name}.h": "cuda.h.tmpl",
+    "csrc/cpu/{name}.cpp": "cpu.cpp.tmpl",
+    "tests/ops/test_{name}.py": "test.py.tmpl",
+}
+OPS_H = "csrc/ops.h"
+API_CPP = "csrc/api.cpp"
+CUDA_OPS_CPP = "csrc/cuda/ops.cpp"
+OPS_PY = "cuda_kernels/ops.py"
+INIT_PY = "cuda_kernels/__init__.py"
+BENCH_TABLE = "cuda_kernels/tools/bench/table.py"
+
+# Marker lines (compared after stripping whitespace): each insertion goes right above its marker, except in
+# __init__.py, where the import right below the marker (and __all__) is rewritten with the new name.
+MARKERS = {
+    "declarations": "// cuda_kernels.new: declarations above this line",
+    "schemas": "// cuda_kernels.new: schemas above this line",
+    "op_names": "// cuda_kernels.new: op names above this line",
+    "cpu_registrations": "// cuda_kernels.new: CPU registrations above this line",
+    "cuda_registrations": "// cuda_kernels.new: CUDA registrations above this line",
+    "cuda_headers": "// cuda_kernels.new: kernel headers above this line",
+    "cuda_host": "// cuda_kernels.new: CUDA host functions above this line",
+    "ops_py": "# cuda_kernels.new: ops above this line",
+    "init_py": "# cuda_kernels.new: adds each new op to the import below (in ruff's order) and to __all__",
+    "bench_table": "# python -m cuda_kernels.new adds new ops above this line",
+}
+
+# What goes above each marker. ${name} is the op's name.
+OPS_H_DECLARATIONS = """\
+// ${name}(x): elementwise, any shape, float32/float64/float16/bfloat16; result contiguous.
+// csrc/cpu/${name}.cpp: the checks both devices run, and the CPU op.
+void check_${name}_input(const at::Tensor& x);
+at::Tensor ${name}_cpu(const at::Tensor& x);
+// csrc/cuda/ops.cpp: the check, then the kernels of csrc/cuda/${name}.cu.
+at::Tensor ${name}_cuda(const at::Tensor& x);
+
+"""
+API_SCHEMA = """\
+  m.def("${name}(Tensor x) -> Tensor");
+"""
+# The op's name as its errors say it, for named<> (csrc/checks.h) in the registrations.
+API_OP_NAME = """\
+constexpr char k${Name}[] = "cuda_kernels.${name}";
+"""
+# csrc/cuda/ops.cpp: the kernel header (kept in clang-format's order among the others above the marker) and the
+# host function, square_cuda's twin.
+CUDA_HEADER_INCLUDE = '#include "cuda/${name}.h"'
+CUDA_HOST_FUNCTION = """\
+at::Tensor ${name}_cuda(const at::Tensor& x) {
+  check_${name}_input(x);
+  namespace kernels = ${name}_launch;  // csrc/cuda/${name}.h
+  const auto launch = [](const auto* in, auto* out, auto... rest) { return kernels::launch(in, out, rest...); };
+  return elementwise_cuda(x, kernels::kThreads, launch);
+}
+
+"""
+API_CPU_REGISTRATION = """\
+  m.impl("${name}", named<k${Name}, ${name}_cpu>);
+"""
+API_CUDA_REGISTRATION = """\
+  m.impl("${name}", named<k${Name}, ${name}_cuda>);
+"""
+OPS_PY_BLOCK = '''\
+# ---------------------------------------------------------------------------------------------------------
+# ${name} (python -m cuda_kernels.new)
+
+
+def ${name}(x: Tensor) -> Tensor:
+    """Elementwise x * 2. TODO(${name}): what the op computes.
+
+    Args:
+        x: any shape (0-d and empty included), float32/float64/float16/bfloat16, CPU or CUDA, any strides.
+    Returns:
+        A contiguous tensor of x's shape, dtype and device. float16/bfloat16 are computed in float32.
+    """
+    op = torch.ops.cuda_kernels.${name}.default
+    if _DUMP_DIR is None:
+        return op(x)
+    return _dump.call_and_dump(_DUMP_DIR, "${name}", op, x)
+
+
+@torch.library.register_fake("cuda_kernels::${name}")
+def _${name}_fake(x: Tensor) -> Tensor:
+    _check_float("cuda_kernels.${name}", "x", x)
+    _check_output_fits("cuda_kernels.${name}", tuple(x.shape), x.dtype)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _${name}_setup_context(ctx, inputs, output) -> None:
+    (x,) = inputs
+    ctx.save_for_backward(x)
+
+
+def _${name}_backward(ctx, grad: Tensor) -> Tensor:
+    # The gradient with respect to x, from grad and the saved x (ctx.saved_tensors[0]), in torch ops so that
+    # double backward works. TODO(${name}): the derivative of the op; d(2x)/dx = 2.
+    return grad * 2
+
+
+torch.library.register_autograd(
+    "cuda_kernels::${name}",
+    _${name}_backward,
+    setup_context=_${name}_setup_context,
+)
+
+
+'''
+# The benchmark table's entry. Calls and lists are written exploded, with a trailing comma, which ruff keeps
+# whatever the name's length.
+BENCH_ENTRY = """\
+    elementwise(
+        "${name}",
+        ours=lambda x: cuda_kernels.${name}(x),
+        reference=lambda x: x * 2,  # TODO(${name}): the same math as the kernels
+    ),
+"""
+
+
+class Refusal(Exception):
+    """The op cannot be added as asked; the message says why. Nothing has been written."""
+
+
+@dataclass
+class Plan:
+    """Everything one generation writes: new files and the new contents of changed files, paths relative to root."""
+
+    name: str
+    root: Path
+    new_files: dict[str, str] = field(default_factory=dict)
+    changed_files: dict[str, str] = field(default_factory=dict)
+
+    def todo_lines(self) -> list[str]:
+        """'path:line: text' of every line marked TODO(name), in the order of the files."""
+        tag = f"TODO({self.name})"
+        out = []
+        for rel, text in [*self.new_files.items(), *self.changed_files.items()]:
+            for number, line in enumerate(text.splitlines(), 1):
+                if tag in line:
+                    out.append(f"{rel}:{number}: {line.strip()}")
+        return out
+
+
+def default_root() -> Path:
+    """The checkout this package lives in: the folder above cuda_kernels/, which must hold csrc/."""
+    return Path(__file__).resolve().parents[2]
+
+
+def render(template: str, name: str) -> str:
+    """template with ${name} replaced by the op's name and ${Name} by its CamelCase (scale_shift: ScaleShift), as
+    C++ constants are named (string.Template: a stray $ raises)."""
+    camel = "".join(part.capitalize() for part in name.split("_"))
+    return string.Template(template).substitute(name=name, Name=camel)
+
+
+def check_name(name: str) -> None:
+    """Raises Refusal unless `name` can name an op: lowercase snake_case, at most MAX_NAME_LEN characters, no
+    Python keyword or builtin (the wrapper is a module-level function in cuda_kernels/ops.py)."""
+    if not NAME_RE.match(name):
+        raise Refusal(
+            f"'{name}' is not a valid op name: use lowercase letters, digits and underscores, starting with a letter "
+            "(an identifier in Python and C++, like square or matmul)"
+        )
+    if len(name) > MAX_NAME_LEN:
+        raise Refusal(f"'{name}' is {len(name)} characters long; at most {MAX_NAME_LEN}, so generated lines fit")
+    if keyword.iskeyword(name):
+        raise Refusal(f"'{name}' is a Python keyword")
+    if hasattr(builtins, name):
+        raise Refusal(f"'{name}' is a Python builtin: defining it in cuda_kernels/ops.py would shadow it there")
+
+
+def _read(root: Path, rel: str) -> str:
+    path = root / rel
+    if not path.is_file():
+        raise Refusal(f"{path} is missing: --root must be the repository root (the folder with csrc/ and setup.py)")
+    return path.read_text()
+
+
+def _module_names(source: str) -> set[str]:
+    """Names bound at the top level of a Python module (defs, classes, assignments, imports) and in __all__,
+    including those bound inside top-level if/try blocks."""
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                    if isinstance(target, ast.Name) and target.id == "__all__" and isinstance(node.value, ast.List):
+                        names.update(e.value for e in node.value.elts if isinstance(e, ast.Constant))
+            elif isinstance(node, ast.If | ast.Try):
+                visit(node.body)
+                visit(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+                visit(getattr(node, "finalbody", []))
+
+    visit(ast.parse(source).body)
+    return names
+
+
+def _op_namespace_attributes() -> set[str]:
+    """Attributes of torch.ops.cuda_kernels that are not ops (e.g. `name`): an op named so would be hidden."""
+    import torch
+
+    namespace = torch.ops.cuda_kernels
+    return set(vars(namespace)) | set(dir(type(namespace)))
+
+
+def check_not_taken(name: str, root: Path) -> None:
+    """Raises Refusal when the op, or a file or symbol it would add, exists already under root."""
+    api = _read(root, API_CPP)
+    if re.search(rf'm\.def\("{name}\(', api):
+        raise Refusal(f"op '{name}' exists: {API_CPP} defines its schema")
+    for rel in (INIT_PY, OPS_PY):
+        taken = {name, f"_{name}_fake", f"_{name}_setup_context", f"_{name}_backward"} & _module_names(_read(root, rel))
+        if taken:
+            raise Refusal(f"'{name}' is taken: {rel} defines {', '.join(sorted(taken))}")
+    table = root / BENCH_TABLE
+    if table.is_file() and f'"{name}"' in table.read_text():
+        raise Refusal(f"'{name}' is taken: {BENCH_TABLE} has an entry named \"{name}\"")
+    package = root / "cuda_kernels"
+    for path in (package / f"{name}.py", package / name):
+        if path.exists():
+            raise Refusal(f"'{name}' is taken: cuda_kernels.{name} is {path}")
+    if name in _op_namespace_attributes():
+        raise Refusal(f"'{name}' is an attribute of torch.ops.cuda_kernels itself: an op of that name would be hidden")
+    for pattern in NEW_FILES:
+        path = root / pattern.format(name=name)
+        if path.exists():
+            raise Refusal(f"'{name}' is taken: {path} exists")
+    # C++ functions the op defines in namespace cuda_kernels or in its own files' anonymous namespaces.
+    symbols = [f"{name}_cpu", f"{name}_cuda", f"check_{name}_input", f"{name}_one", f"{name}_kernel"]
+    symbols.append(f"{name}_launch")
+    pattern = re.compile(r"\b(" + "|".join(symbols) + r")\b")
+    for path in sorted((root / "csrc").rglob("*")):
+        if path.suffix in (".h", ".cuh", ".cpp", ".cu") and path.is_file():
+            found = pattern.search(path.read_text(errors="replace"))
+            if found:
+                raise Refusal(f"'{name}' is taken: {path} already has {found.group(1)}")
+
+
+def marker_index(lines: list[str], marker_key: str, rel: str, restore: str = "(one line) where new ops go") -> int:
+    """The index in `lines` of the line MARKERS[marker_key]; Refusal (saying to restore it `restore`) unless exactly
+    one line is that marker."""
+    marker = MARKERS[marker_key]
+    at = [i for i, line in enumerate(lines) if line.strip() == marker]
+    if len(at) != 1:
+        found = "not found" if not at else f"found {len(at)} times"
+        raise Refusal(f"{rel}: the marker line '{marker}' is {found}; restore it {restore}")
+    return at[0]
+
+
+def insert_above(text: str, marker_key: str, block: str, rel: str) -> str:
+    """text with `block` inserted right above the line MARKERS[marker_key]; Refusal unless exactly one such line."""
+    lines = text.splitlines(keepends=True)
+    at = marker_index(lines, marker_key, rel)
+    return "".join(lines[:at]) + block + "".join(lines[at:])
+
+
+def insert_include(text: str, marker_key: str, include: str, rel: str) -> str:
+    """text with the line `include` added to the #include lines right above the line MARKERS[marker_key], all of
+    them sorted as clang-format sorts an include block; Refusal unless exactly one such marker line."""
+    lines = text.splitlines(keepends=True)
+    at = start = marker_index(lines, marker_key, rel)
+    while start > 0 and lines[start - 1].startswith("#include"):
+        start -= 1
+    block = sorted([*lines[start:at], include + "\n"])
+    return "".join(lines[:start]) + "".join(block) + "".join(lines[at:])
+
+
+def _sort_key(name: str) -> tuple[tuple[int, int], ...]:
+    """ruff's (isort's) order of imported names: natural order, digit runs compared as numbers ('op2' < 'op10')."""
+    return tuple((0, int(part)) if part.isdigit() else (1, ord(part)) for part in re.findall(r"\d+|.", name))
+
+
+def add_to_init(text: str, name: str) -> str:
+    """cuda_kernels/__init__.py with `name` added to the `from cuda_kernels.ops import ...` right below the marker
+    (names in ruff's order) and appended to __all__."""
+    lines = text.splitlines(keepends=True)
+    marker_line = marker_index(lines, "init_py", INIT_PY, restore="above the ops import") + 1  # 1-based line number
+    tree = ast.parse(text)
+    nodes = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == marker_line + 1]
+    imports = [n for n in nodes if isinstance(n, ast.ImportFrom) and n.module == "cuda_kernels.ops"]
+    all_nodes = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.Assign) and [t.id for t in n.targets if isinstance(t, ast.Name)] == ["__all__"]
+    ]
+    if len(imports) != 1 or len(all_nodes) != 1 or not isinstance(all_nodes[0].value, ast.List):
+        raise Refusal(
+            f"{INIT_PY}: expected `from cuda_kernels.ops import ...` right below the marker line and one "
+            "`__all__ = [...]` list"
+        )
+    imp, all_node = imports[0], all_nodes[0]
+    # Both rewritten exploded, one name per line (ruff keeps that form); the import's comment (noqa) is kept.
+    first = lines[imp.lineno - 1]
+    comment = "  " + first[first.index("#") :].rstrip("\n") if "#" in first else ""
+    indent = first[: len(first) - len(first.lstrip())]
+    names = sorted([a.name for a in imp.names] + [name], key=_sort_key)
+    new_import = f"{indent}from cuda_kernels.ops import ({comment}\n"
+    new_import += "".join(f"{indent}    {n},\n" for n in names) + f"{indent})\n"
+    entries = [e.value for e in all_node.value.elts if isinstance(e, ast.Constant)] + [name]
+    new_all = "__all__ = [\n" + "".join(f'    "{e}",\n' for e in entries) + "]\n"
+    # Replace the later statement first so that the earlier one's line numbers still hold.
+    spans = sorted([(imp.lineno, imp.end_lineno, new_import), (all_node.lineno, all_node.end_lineno, new_all)])
+    for start, end, replacement in reversed(spans):
+        lines[start - 1 : end] = [replacement]
+    return "".join(lines)
+
+
+def make_plan(name: str, root: Path) -> Plan:
+    """Checks the name and computes every new and changed file in memory; raises Refusal, having written nothing."""
+    check_name(name)
+    root = root.resolve()
+    if not (root / "csrc").is_dir():
+        raise Refusal(f"{root} has no csrc/: --root must be the repository root")
+    check_not_taken(name, root)
+    plan = Plan(name=name, root=root)
+    for pattern, template in NEW_FILES.items():
+        plan.new_files[pattern.format(name=name)] = render((TEMPLATES / template).read_text(), name)
+
+    ops_h = insert_above(_read(root, OPS_H), "declarations", render(OPS_H_DECLARATIONS, name), OPS_H)
+    plan.changed_files[OPS_H] = ops_h
+    api = _read(root, API_CPP)
+    for key, block in (
+        ("op_names", API_OP_NAME),
+        ("schemas", API_SCHEMA),
+        ("cpu_registrations", API_CPU_REGISTRATION),
+        ("cuda_registrations", API_CUDA_REGISTRATION),
+    ):
+        api = insert_above(api, key, render(block, name), API_CPP)
+    plan.changed_files[API_CPP] = api
+    ops_cpp = _read(root, CUDA_OPS_CPP)
+    ops_cpp = insert_include(ops_cpp, "cuda_headers", render(CUDA_HEADER_INCLUDE, name), CUDA_OPS_CPP)
+    ops_cpp = insert_above(ops_cpp, "cuda_host", render(CUDA_HOST_FUNCTION, name), CUDA_OPS_CPP)
+    plan.changed_files[CUDA_OPS_CPP] = ops_cpp
+    plan.changed_files[OPS_PY] = insert_above(_read(root, OPS_PY), "ops_py", render(OPS_PY_BLOCK, name), OPS_PY)
+    plan.changed_files[INIT_PY] = add_to_init(_read(root, INIT_PY), name)
+    if not (root / BENCH_TABLE).is_file():
+        raise Refusal(f"{root / BENCH_TABLE} is missing: the benchmark table the new op's entry goes into")
+    plan.changed_files[BENCH_TABLE] = insert_above(
+        _read(root, BENCH_TABLE), "bench_table", render(BENCH_ENTRY, name), BENCH_TABLE
+    )
+    return plan
+
+
+def write_plan(plan: Plan) -> None:
+    """Writes the plan's files under plan.root. Each file goes to a temporary name first and is renamed into place
+    once every file is written, so a failure while writing (disk full) leaves no file half-written."""
+    staged = []
+    try:
+        for rel, text in [*plan.new_files.items(), *plan.changed_files.items()]:
+            path = plan.root / rel
+            temp = path.with_name(f".{path.name}.cuda_kernels_new.tmp")
+            with open(temp, "w") as f:
+                f.write(text)
+            staged.append((temp, path))
+    except OSError:
+        for temp, _ in staged:
+            os.remove(temp)
+        raise
+    for temp, path in staged:
+        os.replace(temp, path)
+
+
+def next_commands(name: str) -> list[str]:
+    """Build, test and benchmark commands for the new op, as the README gives them."""
+    return [
+        "pip install --no-build-isolation -e .",
+        f"python -m pytest -v -s tests/ops/test_{name}.py",
+        f"python benchmark.py --op {name} --quick",
+    ]
+
+
+def describe(plan: Plan, dry_run: bool) -> str:
+    """What was (or, with dry_run, would be) written, the TODO places, and the next commands."""
+    verb = "would add" if dry_run else "added"
+    out = [f"cuda_kernels.new: {verb} op '{plan.name}' in {plan.root}"]
+    out += [f"  new      {rel}" for rel in plan.new_files]
+    out += [f"  changed  {rel}" for rel in plan.changed_files]
+    out.append(f"It computes the placeholder x * 2; the places to edit for the real math, marked TODO({plan.name}):")
+    out += [f"  {line}" for line in plan.todo_lines()]
+    if dry_run:
+        out.append("Dry run: nothing was written.")
+    else:
+        out.append("Next:")
+        out += [f"  {command}" for command in next_commands(plan.name)]
+    return "\n".join(out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m cuda_kernels.new",
+        description="Add a new elementwise op (CUDA and CPU kernels, registrations, Python wrapper, tests, "
+        "benchmark entry) computing x * 2, with TODO(NAME) at each place to edit.",
+    )
+    parser.add_argument("name", help="the op's name: lowercase snake_case, e.g. scale_shift")
+    parser.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
+    parser.add_argument("--root", type=Path, default=None, help="repository root (default: this package's checkout)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit code 0 on success, 2 on a refused name or a missing marker (nothing written)."""
+    args = build_parser().parse_args(argv)
+    root = args.root if args.root is not None else default_root()
+    try:
+        plan = make_plan(args.name, root)
+    except Refusal as err:
+        print(f"cuda_kernels.new: {err}; nothing was written", file=sys.stderr)
+        return 2
+    if not args.dry_run:
+        write_plan(plan)
+    print(describe(plan, args.dry_run))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
