@@ -51,7 +51,7 @@ constexpr int64_t kTasksPerThread = 2;
 // Compiled on its own (noinline) and with its loops over the tile's rows unrolled from the start (#pragma GCC
 // unroll), in every build: otherwise GCC may keep a copy of the accumulator tile on the stack and store all of it at
 // every k step (the stores then take longer than the FMAs), depending on its version and on the code around the
-// call. tests/test_matmul.py checks the built binary for vector stores to the stack in every micro_kernel.
+// call. tests/ops/test_matmul.py checks the built binary for vector stores to the stack in every micro_kernel.
 template <typename acc_t>
 __attribute__((noinline)) void micro_kernel(int64_t kc, const acc_t* ap, const acc_t* bp, acc_t* c_tile, int64_t ldc) {
   constexpr int64_t kW = Vec<acc_t>::size();

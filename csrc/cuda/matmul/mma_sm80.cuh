@@ -2,7 +2,7 @@
 // accumulators, ldmatrix fragment loads, 16-byte cp.async copies, and the float16/bfloat16 types behind them.
 //
 // Every wrapper compiles for any arch (the extension may be built for older GPUs too) but does its work only on
-// sm_80+; the launchers refuse to run on older GPUs (min_cc in csrc/cuda/matmul.cu), and the device code for
+// sm_80+; the launchers refuse to run on older GPUs (min_cc in csrc/cuda/matmul/dispatch.cpp), and the device code for
 // them traps instead of computing garbage.
 #pragma once
 
