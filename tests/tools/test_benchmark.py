@@ -629,8 +629,11 @@ def test_default_cuda_sweep_adds_the_tensor_core_steps_that_run_here(fake_ladder
         for n in (4096, 8192):
             assert planned(by_case, dtype, (n,) * 3) == [0, 7, 8]  # step 9 cannot run on this (fake) GPU
         assert planned(by_case, dtype, (2048,) * 3) == [0]
-    assert planned(by_case, torch.float32, (4096,) * 3) == [0]
+    # At 4096^3 every CUDA-core step in float32 (the fake ladder has no float32- or float64-only kernel).
+    assert planned(by_case, torch.float32, (4096,) * 3) == [0, 1, 2, 3, 4, 5, 6]
+    assert planned(by_case, torch.float32, (8192,) * 3) == [0]
     assert planned(by_case, torch.float32, (4096,) * 3, "tf32") == [0]
+    assert planned(by_case, torch.float64, (4096,) * 3) == [0]
     assert planned(by_case, torch.float64, (8192,) * 3) == [0]
     # One note per step and dtype, not per case.
     assert sorted((s.variant, s.dtype) for s in skipped) == [(9, "bfloat16"), (9, "float16")]
@@ -641,6 +644,15 @@ def test_default_cuda_sweep_adds_the_tensor_core_steps_that_run_here(fake_ladder
     # Not in a sweep with --size (no extra shapes), nor on the CPU (no ladder there).
     by_case, _ = table.plan_matmul(cases, [table.Impl("ours", 0)], cuda, False)
     assert planned(by_case, torch.bfloat16, (4096,) * 3) == [0]
+
+
+def test_own_dtype_kernels_are_the_rungs_or_the_special_case_of_the_dtype():
+    ladder = [*FAKE_LADDER, (13, "tf32_wgmma"), (14, "matvec"), (15, "fp64_dmma")]
+    dtypes = {**FAKE_DTYPES, 13: {"float32"}, 14: ALL_DTYPES, 15: {"float64"}}
+    assert [v for v, _ in table.own_dtype_kernels(ladder, dtypes, "float32", None)] == [1, 2, 3, 4, 5, 6]
+    assert table.own_dtype_kernels(ladder, dtypes, "float32", "tf32") == [(13, "tf32_wgmma")]
+    assert table.own_dtype_kernels(ladder, dtypes, "float64", None) == [(15, "fp64_dmma")]
+    assert table.own_dtype_kernels(ladder, dtypes, "bfloat16", None) == []  # the tensor-core steps cover it
 
 
 def test_ladder_skips_per_dtype_what_cannot_run(fake_ladder):

@@ -302,6 +302,9 @@ ITERS_CPU_MATMUL_SHAPE: Shape = (1024, 1024, 1024)  # the CPU kernel takes secon
 # (scripts/check_targets.py): float16 and bfloat16 at these shapes get one row per tensor-core ladder step
 # (besides the default variant's), and float32 at TF32 shapes a second case with TF32 allowed for ours and torch.
 TENSOR_CORE_SWEEP_SHAPES: list[Shape] = [(4096, 4096, 4096), (8192, 8192, 8192)]
+# ... and at this shape every other kernel forced in its own dtype (the CUDA-core steps in float32, tf32_wgmma,
+# fp64_dmma), so one sweep holds docs/matmul.md's table of every kernel (scripts/results_table.py --ladder).
+LADDER_SWEEP_SHAPE: Shape = (4096, 4096, 4096)
 TF32_SWEEP_SHAPES: list[Shape] = [(4096, 4096, 4096)]
 MAX_MATMUL_DIM = 65536  # --size: larger dimensions are surely a typo (2^24 meant for square, say)
 # The tensor-core steps are the ladder steps that take only these dtypes (the SIMT steps take all four).
@@ -362,6 +365,20 @@ def tensor_core_steps(ladder: list[tuple[int, str]], step_dtypes: dict[int, set[
     return [(v, name) for v, name in ladder if step_dtypes.get(v) and step_dtypes[v] <= TENSOR_CORE_DTYPES]
 
 
+def own_dtype_kernels(
+    ladder: list[tuple[int, str]], step_dtypes: dict[int, set[str]], dtype_name: str, math_mode: str | None
+) -> list[tuple[int, str]]:
+    """The kernels the default sweep forces at LADDER_SWEEP_SHAPE for a case besides the tensor-core steps: for
+    float32 with TF32 off the CUDA-core rungs (numbered steps that take every dtype); for float32 with TF32 allowed
+    and for float64 the special cases made for that dtype alone (tf32_wgmma, fp64_dmma)."""
+    rung = {v: name[:2].isdigit() for v, name in ladder}
+    if dtype_name == "float32" and math_mode is None:
+        return [(v, n) for v, n in ladder if rung[v] and step_dtypes.get(v, set()) >= {"float32", "float64"}]
+    if (dtype_name, math_mode) in (("float32", "tf32"), ("float64", None)):
+        return [(v, n) for v, n in ladder if not rung[v] and step_dtypes.get(v) == {dtype_name}]
+    return []
+
+
 def plan_matmul(
     cases: list[Case], ours: list[Impl], device: torch.device, default_sweep: bool
 ) -> tuple[dict[Case, list[Impl]], list[Skipped]]:
@@ -369,13 +386,14 @@ def plan_matmul(
 
     Each case gets `ours` (--variant's step or, with --ladder, every step), and, in the default sweep when its
     shape is in TENSOR_CORE_SWEEP_SHAPES and its dtype is float16/bfloat16, every tensor-core step as well (each
-    variant once). A CUDA ladder step that cannot run the case's dtype on this device (wrong dtype, too old a GPU,
+    variant once), and at LADDER_SWEEP_SHAPE the kernels of own_dtype_kernels. A CUDA ladder step that cannot run the case's dtype on this device (wrong dtype, too old a GPU,
     not in this binary: matmul_step_unmet_need) is left out and reported, not run into an error. Variant 0 always
     runs; a variant the ladder does not know is kept, and fails like any op that raises.
     """
     ladder = matmul_ladder_on(device)
     names = dict(ladder)
-    extra = [Impl("ours", v, name) for v, name in tensor_core_steps(ladder, matmul_step_dtypes())] if ladder else []
+    step_dtypes = matmul_step_dtypes() if ladder else {}
+    extra = [Impl("ours", v, name) for v, name in tensor_core_steps(ladder, step_dtypes)] if ladder else []
     tensor_core_shapes = TENSOR_CORE_SWEEP_SHAPES if default_sweep else []
     by_case: dict[Case, list[Impl]] = {}
     skipped: dict[tuple[int, str], Skipped] = {}
@@ -383,6 +401,9 @@ def plan_matmul(
         wanted = list(ours)
         if case.shape in tensor_core_shapes and case.dtype_name in TENSOR_CORE_DTYPES:
             wanted += extra
+        if default_sweep and ladder and case.shape == LADDER_SWEEP_SHAPE:
+            own = own_dtype_kernels(ladder, step_dtypes, case.dtype_name, case.math)
+            wanted += [Impl("ours", v, name) for v, name in own]
         impls: list[Impl] = []
         for impl in wanted:
             if any(i.variant == impl.variant for i in impls):
