@@ -40,6 +40,7 @@ Every decision above is made by build_plan() in cuda_kernels/tools/build_config.
 import importlib.util
 import os
 import sys
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -91,26 +92,31 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtensio
 for line in plan.report():
     print(line)
 
-extra = {"cxx": list(plan.cxx_flags)}
-if plan.with_cuda:
-    extra["nvcc"] = list(plan.nvcc_flags)
-ext = (CUDAExtension if plan.with_cuda else CppExtension)(
-    name="cuda_kernels._C",
-    sources=[os.path.relpath(src, ROOT) for src in plan.sources],
-    include_dirs=list(plan.include_dirs),
-    extra_compile_args=extra,
-    extra_link_args=list(plan.link_args),
-)
+
+def extension(name: str, sources: tuple[str, ...]):
+    """One library of the plan (cuda_kernels/tools/build_config.py: CPU_LIBRARY and, with CUDA, CUDA_LIBRARY), as a
+    Python module on the limited API (py_limited_api: an abi3 binary)."""
+    cxx, nvcc = plan.library_flags(name)
+    cuda = name == cfg_mod.CUDA_LIBRARY
+    return (CUDAExtension if cuda else CppExtension)(
+        name=f"cuda_kernels.{name}",
+        sources=[os.path.relpath(src, ROOT) for src in sources],
+        include_dirs=list(plan.include_dirs),
+        extra_compile_args={"cxx": list(cxx), **({"nvcc": list(nvcc)} if cuda else {})},
+        extra_link_args=list(plan.link_args),
+        py_limited_api=True,
+    )
+
+
+exts = [extension(name, sources) for name, sources in plan.libraries]
 
 
 class BuildExt(BuildExtension):
-    """Keeps objects in a persistent build/<variant> folder, so ninja recompiles only what changed."""
-
-    def finalize_options(self):
-        super().finalize_options()
-        self.build_temp = os.path.join(ROOT, "build", plan.variant)
+    """Keeps objects in a persistent build/<variant>/<library> folder, so ninja recompiles only what changed (one
+    folder per library: both compile csrc/api.cpp and csrc/module.cpp, with different flags)."""
 
     def build_extension(self, ext):
+        self.build_temp = os.path.join(ROOT, "build", plan.variant, ext.name.split(".")[-1])
         # setuptools links into build/lib* and copies to the source tree afterwards: a binary refused here never
         # reaches cuda_kernels/. It skips the link when that binary is newer than the objects, so one left by an
         # earlier build with a static C++ runtime is deleted first, to be linked again.
@@ -130,7 +136,27 @@ class BuildExt(BuildExtension):
             sys.exit(f"{problem}\ncuda_kernels: the build deleted that binary and stopped; {how}.")
 
 
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1
+    from wheel.bdist_wheel import bdist_wheel
+
+
+class BdistWheel(bdist_wheel):
+    """Tags the wheel cp310-abi3 (the limited API) and manylinux_2_<y> for the glibc its binaries need, so pip installs
+    it on every Python from 3.10 and every Linux with that glibc or newer."""
+
+    def get_tag(self):
+        impl, abi, plat = super().get_tag()
+        if plat.startswith("linux_"):
+            binaries = [str(p) for p in Path(self.bdist_dir).rglob("*.so")]
+            plat = cfg_mod.manylinux_tag(binaries, plat.removeprefix("linux_"))
+        return impl, abi, plat
+
+
 setup(
-    ext_modules=[ext],
-    cmdclass={"build_ext": BuildExt.with_options(use_ninja=True)},
+    ext_modules=exts,
+    cmdclass={"build_ext": BuildExt.with_options(use_ninja=True), "bdist_wheel": BdistWheel},
+    # One wheel for every Python from 3.10 on: the libraries use only its limited API.
+    options={"bdist_wheel": {"py_limited_api": cfg_mod.PY_LIMITED_API_TAG}},
 )

@@ -1,22 +1,36 @@
 // Input validation shared by the CPU and CUDA implementations, so both devices give the same clear errors.
 // Every message starts with the op's name, e.g. "cuda_kernels.matmul: ...". And named<op, fn>, which makes an
 // error raised below an op name it too.
+//
+// Host code is written on the LibTorch stable ABI (torch/csrc/stable/, torch/headeronly/): the binary calls torch
+// only through its C shim, so one build loads under every torch from TORCH_TARGET_VERSION on (docs/debugging.md,
+// "The stable ABI").
 #pragma once
 
-#include <ATen/core/Tensor.h>
-#include <c10/util/Exception.h>
-#include <c10/util/safe_numerics.h>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/macros.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <limits>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "fail.h"
 
 namespace cuda_kernels {
 
+using torch::stable::Tensor;
+using ScalarType = torch::headeronly::ScalarType;
+
 // named<kOp, fn>: fn, registered for the op named kOp (csrc/api.cpp). An error raised below it that does not name
-// the op (the allocator out of memory, a failed kernel launch) gets "(raised inside cuda_kernels.<op>)" added;
-// `throw;` rethrows the original object, so Python still sees its type (e.g. torch.OutOfMemoryError).
+// the op (the allocator out of memory, a failed kernel launch) gets "(raised inside cuda_kernels.<op>)" added.
 template <const char* kOp, auto kFn>
 struct Named;
 template <const char* kOp, typename R, typename... Args, R (*kFn)(Args...)>
@@ -24,55 +38,104 @@ struct Named<kOp, kFn> {
   static R call(Args... args) {
     try {
       return kFn(std::forward<Args>(args)...);
-    } catch (c10::Error& e) {
-      if (e.msg().find(kOp) == std::string::npos) e.add_context(std::string("raised inside ") + kOp);
-      throw;
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      if (what.find(kOp) != std::string::npos) throw;
+      throw std::runtime_error(what + " (raised inside " + kOp + ")");
     }
   }
 };
 template <const char* kOp, auto kFn>
 constexpr auto named = &Named<kOp, kFn>::call;
 
-inline bool is_supported_float(at::ScalarType t) {
-  return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
+// A new contiguous tensor of `sizes` with like's dtype and device, uninitialized: torch::stable::new_empty without its
+// trip through the dispatcher (a boxed call of aten::new_empty), through the C shim's allocator entry point, which on
+// tiny tensors is a visible share of an op's host time (docs/benchmarks.md, "Host time per call").
+template <typename Sizes>
+Tensor new_empty(const Tensor& like, const Sizes& sizes) {
+  int32_t dtype = 0, device_type = 0, device_index = 0;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype));
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
+  const std::vector<int64_t> size(std::begin(sizes), std::end(sizes));
+  std::vector<int64_t> strides(size.size(), 1);
+  for (int64_t d = static_cast<int64_t>(size.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * std::max<int64_t>(size[d + 1], 1);
+  }
+  AtenTensorHandle out = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(size.size()), size.data(), strides.data(),
+                                                         dtype, device_type, device_index, &out));
+  return Tensor(out);
 }
 
-inline void check_float_input(const char* op, const char* name, const at::Tensor& t) {
-  TORCH_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
-  TORCH_CHECK(is_supported_float(t.scalar_type()), op, ": ", name,
-              " must be float32, float64, float16 or bfloat16, got ", t.scalar_type());
+// A tensor's shape as torch prints it: "[3, 4]".
+inline std::string shape_str(const Tensor& t) {
+  std::ostringstream out;
+  out << "[";
+  for (int64_t d = 0; d < t.dim(); ++d) out << (d ? ", " : "") << t.size(d);
+  out << "]";
+  return out.str();
+}
+
+// A tensor's device as torch prints it: "cpu", "cuda:0".
+inline std::string device_str(const Tensor& t) {
+  if (t.is_cpu()) return "cpu";
+  return (t.is_cuda() ? std::string("cuda:") : std::string("device:")) + std::to_string(t.get_device_index());
+}
+
+inline bool is_supported_float(ScalarType t) {
+  return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half || t == ScalarType::BFloat16;
+}
+
+inline void check_float_input(const char* op, const char* name, const Tensor& t) {
+  CUDA_KERNELS_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
+  CUDA_KERNELS_CHECK(is_supported_float(t.scalar_type()), op, ": ", name,
+                     " must be float32, float64, float16 or bfloat16, got ", t.scalar_type());
 }
 
 // The output (sizes, elements of `itemsize` bytes) must fit in one tensor: its byte count must fit in int64.
-// Huge sizes come from expanded (stride-0) or meta inputs; without this check the error would come from
-// the allocator and not name the op.
-inline void check_output_fits(const char* op, c10::IntArrayRef sizes, int64_t itemsize) {
-  uint64_t numel = 0, nbytes = 0;
-  const bool overflow = c10::safe_multiplies_u64(sizes, &numel) ||
-                        c10::mul_overflows(numel, static_cast<uint64_t>(itemsize), &nbytes) ||
-                        nbytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  TORCH_CHECK(!overflow, op, ": the output would have shape ", sizes, " (", itemsize,
-              " bytes per element): more bytes than a tensor can hold (2^63 - 1)");
+// Huge sizes come from expanded (stride-0) or meta inputs; without this check the error would come from the
+// allocator and not name the op.
+template <typename Sizes>
+void check_output_fits(const char* op, const Sizes& sizes, int64_t itemsize) {
+  uint64_t bytes = static_cast<uint64_t>(itemsize);
+  bool overflow = false;
+  std::ostringstream shape;
+  shape << "[";
+  bool first = true;
+  for (const int64_t s : sizes) {
+    overflow = overflow || __builtin_mul_overflow(bytes, static_cast<uint64_t>(s), &bytes);
+    shape << (first ? "" : ", ") << s;
+    first = false;
+  }
+  shape << "]";
+  overflow = overflow || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  CUDA_KERNELS_CHECK(!overflow, op, ": the output would have shape ", shape.str(), " (", itemsize,
+                     " bytes per element): more bytes than a tensor can hold (2^63 - 1)");
 }
 
-inline void check_square_input(const at::Tensor& x) {
+inline void check_square_input(const Tensor& x) {
   check_float_input("cuda_kernels.square", "x", x);
-  check_output_fits("cuda_kernels.square", x.sizes(), static_cast<int64_t>(x.element_size()));
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  check_output_fits("cuda_kernels.square", sizes, static_cast<int64_t>(x.element_size()));
 }
 
-inline void check_matmul_inputs(const at::Tensor& a, const at::Tensor& b) {
+inline void check_matmul_inputs(const Tensor& a, const Tensor& b) {
   constexpr const char* op = "cuda_kernels.matmul";
   check_float_input(op, "a", a);
   check_float_input(op, "b", b);
-  TORCH_CHECK(a.dim() == 2, op, ": a must be 2-D (M, K), got ", a.dim(), "-D with shape ", a.sizes());
-  TORCH_CHECK(b.dim() == 2, op, ": b must be 2-D (K, N), got ", b.dim(), "-D with shape ", b.sizes());
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), op, ": a and b must have the same dtype, got ", a.scalar_type(),
-              " and ", b.scalar_type());
-  TORCH_CHECK(a.device() == b.device(), op, ": a and b must be on the same device, got ", a.device(), " and ",
-              b.device());
-  TORCH_CHECK(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", a.sizes(), " and b is ", b.sizes(),
-              " (a.shape[1] must equal b.shape[0])");
-  check_output_fits(op, {a.size(0), b.size(1)}, static_cast<int64_t>(a.element_size()));
+  CUDA_KERNELS_CHECK(a.dim() == 2, op, ": a must be 2-D (M, K), got ", a.dim(), "-D with shape ", shape_str(a));
+  CUDA_KERNELS_CHECK(b.dim() == 2, op, ": b must be 2-D (K, N), got ", b.dim(), "-D with shape ", shape_str(b));
+  CUDA_KERNELS_CHECK(a.scalar_type() == b.scalar_type(), op, ": a and b must have the same dtype, got ",
+                     a.scalar_type(), " and ", b.scalar_type());
+  CUDA_KERNELS_CHECK(a.device() == b.device(), op, ": a and b must be on the same device, got ", device_str(a), " and ",
+                     device_str(b));
+  CUDA_KERNELS_CHECK(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", shape_str(a), " and b is ",
+                     shape_str(b), " (a.shape[1] must equal b.shape[0])");
+  const int64_t out[2] = {a.size(0), b.size(1)};
+  check_output_fits(op, out, static_cast<int64_t>(a.element_size()));
 }
+
+// cuda_kernels.new: input checks above this line
 
 }  // namespace cuda_kernels

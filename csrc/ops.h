@@ -6,7 +6,7 @@
 // csrc/api.cpp.
 #pragma once
 
-#include <ATen/core/Tensor.h>
+#include <torch/csrc/stable/tensor.h>
 
 #include <cstdint>
 #include <string>
@@ -15,35 +15,38 @@
 
 namespace cuda_kernels {
 
+using torch::stable::Tensor;
+
 // square(x) = x * x elementwise. Any shape; float32/float64/float16/bfloat16; result contiguous.
-at::Tensor square_cpu(const at::Tensor& x);   // csrc/cpu/square.cpp
-at::Tensor square_cuda(const at::Tensor& x);  // csrc/cuda/ops.cpp, kernels in csrc/cuda/square.cu
-// square's autograd kernel (csrc/autograd.cpp): records grad * 2 * x, then calls the CPU or CUDA kernel.
-at::Tensor square_autograd(const at::Tensor& x);
+Tensor square_cpu(const Tensor& x);   // csrc/cpu/square.cpp
+Tensor square_cuda(const Tensor& x);  // csrc/cuda/ops.cpp, kernels in csrc/cuda/square.cu
 
 // matmul(a, b) = a @ b for 2-D a (M, K) and b (K, N); accumulates in fp32 (fp64 for fp64).
 // variant: 0 picks a kernel; >= 1 forces one kernel of the CUDA table (csrc/cuda/matmul/dispatch.cpp), which must
-// take the dtype and run on the GPU. The CPU has one kernel and accepts only 0.
-at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b, int64_t variant);   // csrc/cpu/matmul.cpp
-at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant);  // csrc/cuda/matmul/dispatch.cpp
+// take the dtype and run on the GPU. The CPU has one kernel and accepts only 0. allow_tf32: whether float32 may run
+// on the tensor cores as TF32 (the Python wrapper passes torch.backends.cuda.matmul.allow_tf32).
+Tensor matmul_cpu(const Tensor& a, const Tensor& b, int64_t variant, bool allow_tf32);   // csrc/cpu/matmul.cpp
+Tensor matmul_cuda(const Tensor& a, const Tensor& b, int64_t variant, bool allow_tf32);  // csrc/cuda/matmul/
 
 // cuda_kernels.new: declarations above this line
 
 // What the Python package asks the binary, registered as private ops (csrc/api.cpp).
-// csrc/introspection.cpp: how the binary was built, as "key=value" strings; the CPU kernels' build that runs.
+// csrc/introspection.cpp: how the binary was built, as "key=value" strings; the CPU kernels' build that runs, after
+// torch's choice (torch.backends.cpu.get_cpu_capability(), which the package passes in once at import).
 std::vector<std::string> build_info();
-std::string cpu_capability();
-// csrc/cuda/matmul/dispatch.cpp (in a CPU-only build, csrc/introspection.cpp: none, or an error).
+std::string cpu_capability(std::string torch_choice);
+// csrc/cuda/matmul/dispatch.cpp, in the CUDA library only.
 // The CUDA kernels as (variants, names, dtypes), dtypes comma-separated: ({1, ...}, {"01_tiled", ...},
 // {"float32,float64,float16,bfloat16", ...}).
 std::tuple<std::vector<int64_t>, std::vector<std::string>, std::vector<std::string>> matmul_kernels();
 // The kernel variant 0 runs for a dtype on a CUDA device (-1: the current one), as (variant, name, reason).
-// dtype_name: "float32", "float64", "float16", "bfloat16" (or "torch.<name>"); "float32" takes TF32 as torch allows
-// it now, "float32+tf32" with TF32 allowed.
-std::tuple<int64_t, std::string, std::string> matmul_default_kernel(const std::string& dtype_name, int64_t device);
+// dtype_name: "float32", "float64", "float16", "bfloat16" (or "torch.<name>"); "float32+tf32": float32 with TF32.
+std::tuple<int64_t, std::string, std::string> matmul_default_kernel(std::string dtype_name, int64_t device);
 // Why kernel `variant` cannot run dtype_name on `device`; empty when it can.
-std::string matmul_unmet_need(int64_t variant, const std::string& dtype_name, int64_t device);
+std::string matmul_unmet_need(int64_t variant, std::string dtype_name, int64_t device);
 // Sets a tuning knob of the CUDA kernels (csrc/cuda/matmul/tuning.h) and returns its previous value.
-std::string matmul_tuning(const std::string& knob, const std::string& value);
+std::string matmul_tuning(std::string knob, std::string value);
+// The CUDA toolkit the CUDA library was built with, e.g. "13.0".
+std::string cuda_build_version();
 
 }  // namespace cuda_kernels

@@ -48,13 +48,15 @@ if _STARTED_AS_DEV:
     _PREFETCH = start_prefetch()
 _LOAD_ERROR: ImportError | None = None
 try:
-    _C, _MODE = load_extension(jit=_STARTED_AS_DEV or os.environ.get("CUDA_KERNELS_JIT", "0") not in ("", "0"))
+    _C, _C_CUDA, _MODE = load_extension(jit=_STARTED_AS_DEV or os.environ.get("CUDA_KERNELS_JIT", "0") not in ("", "0"))
 except ImportError as _err:
     if not any(arg.endswith(_RUNS_WITHOUT_EXTENSION) for arg in getattr(sys, "orig_argv", [])):
         raise
-    _C, _MODE, _LOAD_ERROR = None, "not loaded", _err
+    _C, _C_CUDA, _MODE, _LOAD_ERROR = None, None, "not loaded", _err
 
 if _C is not None:
+    # The CPU kernels' build follows torch's choice (ATEN_CPU_CAPABILITY included), which the binary cannot ask for.
+    torch.ops.cuda_kernels._cpu_capability(torch.backends.cpu.get_cpu_capability())
     # cuda_kernels.new: adds each new op to the import below (in ruff's order) and to __all__
     from cuda_kernels.ops import matmul, set_dump_dir, square  # noqa: E402  (ops need the extension loaded)
 
@@ -62,25 +64,30 @@ if _C is not None:
 def build_info() -> dict[str, Any]:
     """How the loaded extension was built.
 
-    Keys: mode ("installed" or "jit"), cuda (bool), archs (list like ["8.0", "9.0a", "9.0+PTX"], empty for CPU),
-    debug (bool), torch (version built against), cuda_version (toolkit it was built with, or None),
-    torch_runtime (the torch imported now), path (the loaded binary), matmul (what variant=0 runs on the current GPU
-    per dtype, and why, e.g. {"bfloat16": "12_hopper_gemm: compute 9.0 (NVIDIA H100 ...), bfloat16: the fastest
-    kernel that runs here"}; empty without a CUDA build, a visible GPU, or a GPU that can be queried).
+    Keys: mode ("installed" or "jit"), cuda (bool: the CUDA kernels are loaded; a CUDA build under a CPU-only torch
+    leaves them out), archs (the CUDA archs built, like ["8.0", "9.0a", "9.0+PTX"]; empty for a CPU-only build), debug
+    (bool), torch (the torch whose headers built it), torch_target (the oldest torch it runs under: its stable-ABI
+    target, e.g. "2.11"), cuda_version (the toolkit the CUDA kernels were built with, or None), torch_runtime (the
+    torch imported now), path (the loaded CPU library), cuda_path (the loaded CUDA library, or None), matmul (what
+    variant=0 runs on the current GPU per dtype, and why, e.g. {"bfloat16": "12_hopper_gemm: compute 9.0 (NVIDIA
+    H100 ...), bfloat16: the fastest kernel that runs here"}; empty without CUDA kernels, a visible GPU, or a GPU that
+    can be queried).
     """
     if _C is None:
         raise _LOAD_ERROR
     raw = dict(item.split("=", 1) for item in torch.ops.cuda_kernels._build_info())
-    cuda = raw["cuda"] == "1"
+    cuda = _C_CUDA is not None
     return {
         "mode": _MODE,
         "cuda": cuda,
-        "archs": decode_arch_tag(raw["archs_tag"]) if cuda else [],
+        "archs": decode_arch_tag(raw["archs_tag"]) if raw["archs_tag"] != "none" else [],
         "debug": raw["debug"] == "1",
         "torch": raw["torch_version"],
-        "cuda_version": raw["cuda_version"] or None,
+        "torch_target": raw["torch_target"],
+        "cuda_version": torch.ops.cuda_kernels._cuda_build_version() if cuda else None,
         "torch_runtime": torch.__version__,
         "path": getattr(_C, "__file__", None),
+        "cuda_path": getattr(_C_CUDA, "__file__", None),
         "matmul": _matmul_paths() if cuda and torch.cuda.is_available() else {},
     }
 

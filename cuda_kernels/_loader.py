@@ -19,6 +19,10 @@ from typing import NoReturn
 
 REBUILD = "pip install --no-build-isolation -e ."
 
+# The oldest torch the binary runs under: the stable ABI's TORCH_TARGET_VERSION, which the build passes to the
+# compilers (cuda_kernels/tools/build_config.py reads it here), and load_extension checks before loading.
+TORCH_TARGET = (2, 11)
+
 
 def explain_import_error(err: BaseException) -> str:
     """One line of advice for a failed import of cuda_kernels._C (also used by cuda_kernels.doctor)."""
@@ -40,22 +44,53 @@ def explain_import_error(err: BaseException) -> str:
     return f"cuda_kernels: could not load the extension ({msg}); try rebuilding: {REBUILD}"
 
 
-def load_extension(jit: bool) -> tuple[ModuleType, str]:
-    """Returns (module, mode): the JIT-built module when jit, else the installed cuda_kernels._C."""
-    if jit:
-        from cuda_kernels.tools.jit import load as load_jit
+def torch_too_old(version: str, target: tuple[int, int] = TORCH_TARGET) -> str | None:
+    """The line that stops a load under a torch older than the binary's stable-ABI target, naming both; None when
+    `version` (torch.__version__, e.g. "2.11.0+cu130") is the target or later."""
+    try:
+        major, minor = (int(part) for part in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        return None  # a version torch itself could not have: let the load say what is wrong
+    if (major, minor) >= target:
+        return None
+    return (
+        f"cuda_kernels: this build needs torch >= {target[0]}.{target[1]} (its stable-ABI target), but torch "
+        f"{version} is imported; upgrade torch"
+    )
 
-        return load_jit(), "jit"
-    # A binary with its own static C++ runtime (built before setup.py checked for it) loads, then crashes on the
-    # first error message that formats a number: refuse it before loading, with the fix.
-    spec = importlib.util.find_spec("cuda_kernels._C")
+
+def _import_checked(name: str) -> ModuleType:
+    """Imports cuda_kernels.<name> after refusing a binary with its own static C++ runtime (it would load, then crash
+    on the first error message that formats a number); ImportError with one line of advice otherwise."""
+    spec = importlib.util.find_spec(f"cuda_kernels.{name}")
     problem = cxx_runtime_problem(spec.origin) if spec is not None and spec.origin else None
     if problem:
         raise ImportError(problem)
     try:
-        return importlib.import_module("cuda_kernels._C"), "installed"
+        return importlib.import_module(f"cuda_kernels.{name}")
     except ImportError as err:
         raise ImportError(explain_import_error(err)) from err
+
+
+def load_extension(jit: bool) -> tuple[ModuleType, ModuleType | None, str]:
+    """Loads the binary's two libraries (their import registers the ops): (the CPU library cuda_kernels._C, the CUDA
+    library cuda_kernels._C_cuda or None, mode). The CUDA library is loaded where torch has CUDA and the build made
+    one (a CPU-only build has none); under a CPU-only torch the same build's CUDA library stays unloaded. jit: build
+    csrc/ with the JIT loop instead of importing the installed build."""
+    import torch
+
+    too_old = torch_too_old(torch.__version__)
+    if too_old:
+        raise ImportError(too_old)
+    if jit:
+        from cuda_kernels.tools.jit import load as load_jit
+
+        cpu, cuda = load_jit()
+        return cpu, cuda, "jit"
+    cpu = _import_checked("_C")
+    has_cuda_library = importlib.util.find_spec("cuda_kernels._C_cuda") is not None
+    cuda = _import_checked("_C_cuda") if torch.version.cuda and has_cuda_library else None
+    return cpu, cuda, "installed"
 
 
 def decode_arch_tag(tag: str) -> list[str]:

@@ -1,7 +1,7 @@
 """The ops' Python layer: typed wrappers, fake (meta) kernels for torch.compile, and autograd formulas.
 
-The C++ side (csrc/api.cpp) defines the schemas, the CPU/CUDA kernels and square's autograd kernel; this file
-adds what the dispatcher needs from Python: fake kernels for every op and matmul's autograd formula. Keep one
+The C++ side (csrc/api.cpp) defines the schemas and the CPU/CUDA kernels; this file adds what the dispatcher needs
+from Python: fake kernels for every op and the autograd formulas. Keep one
 block per op, in the same order as csrc/api.cpp.
 
 Repro dumps: each wrapper calls the op directly while _DUMP_DIR is None (the default; torch.compile traces that
@@ -16,6 +16,7 @@ import os
 
 import torch
 from torch import Tensor
+from torch.autograd import forward_ad as _forward_ad
 
 from cuda_kernels import _dump
 
@@ -29,6 +30,30 @@ def set_dump_dir(path: str | os.PathLike | None) -> None:
     """Dump the arguments of every failing op call into `path` from now on; None switches dumping off."""
     global _DUMP_DIR
     _DUMP_DIR = None if path is None else os.fspath(path)
+
+
+# The autograd formulas are registered from Python (torch.library.register_autograd: the stable ABI has no C++
+# autograd), and torch then runs a Python kernel for the Autograd key on every call, gradients or not: a few
+# microseconds of host time (docs/benchmarks.md, "Host time per call"). Where that kernel would only pass the call
+# on, the wrappers skip it, as torch's own C++ autograd kernels skip building a node: no input requires grad (or
+# grad mode is off), no forward-mode AD, and not while torch.compile traces the wrapper (it traces the op as it is).
+_BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
+
+
+def _no_autograd(op: str, *tensors: Tensor) -> bool:
+    """Whether the autograd layer has nothing to record for a call with these inputs (see above). Forward-mode AD is
+    refused with a clear error: the Python autograd layer would drop the tangent without a word."""
+    # Dual tensors (forward-mode AD) exist only inside a forward_ad.dual_level(), which sets the current level.
+    if _forward_ad._current_level >= 0:
+        for t in tensors:
+            torch._check(
+                _forward_ad.unpack_dual(t).tangent is None,
+                lambda: f"{op}: forward-mode AD (a dual tensor) is not supported; use reverse mode (backward)",
+            )
+        return False
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return False
+    return not torch.compiler.is_compiling()
 
 
 def _check_float(op: str, name: str, t: Tensor) -> None:
@@ -63,7 +88,12 @@ def square(x: Tensor) -> Tensor:
     Returns:
         A contiguous tensor of x's shape, dtype and device. float16/bfloat16 are squared in float32.
     """
+    if x is None:  # no tensor to dispatch on: the dispatcher's own error would not name the op
+        raise RuntimeError("cuda_kernels.square: x is an undefined tensor")
     if _DUMP_DIR is None:
+        if _no_autograd("cuda_kernels.square", x):
+            with _BELOW_AUTOGRAD():
+                return torch.ops.cuda_kernels.square.default(x)
         return torch.ops.cuda_kernels.square.default(x)
     return _dump.call_and_dump(_DUMP_DIR, "square", torch.ops.cuda_kernels.square.default, x)
 
@@ -75,8 +105,20 @@ def _square_fake(x: Tensor) -> Tensor:
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-# square's autograd formula (grad * 2 * x) is registered in C++, csrc/api.cpp (SquareFunction): a Python one,
-# as matmul's below, costs a few microseconds on every call, 28% of a 2^20-element CPU square on a 16-core host.
+def _square_setup_context(ctx, inputs, output) -> None:
+    (x,) = inputs
+    ctx.save_for_backward(x)
+
+
+def _square_backward(ctx, grad: Tensor) -> Tensor:
+    # d(x^2)/dx = 2x, in torch ops so that double backward works (gradgradcheck).
+    (x,) = ctx.saved_tensors
+    return grad * 2 * x
+
+
+# Autograd formulas are registered from Python: the stable ABI has no C++ autograd. The layer this adds runs on
+# every call, gradients or not (docs/benchmarks.md, "Host time per call", has what it costs).
+torch.library.register_autograd("cuda_kernels::square", _square_backward, setup_context=_square_setup_context)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -103,13 +145,21 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
     Returns:
         (M, N) contiguous, dtype of the inputs; accumulated in float32 (float64 for float64). K = 0 gives zeros.
     """
+    # TF32 as torch allows it now (torch.backends.cuda.matmul.allow_tf32, set_float32_matmul_precision): the
+    # binary cannot ask torch itself (the stable ABI has no such call), so the op takes it as an argument.
+    tf32 = torch.backends.cuda.matmul.allow_tf32
     if _DUMP_DIR is None:
-        return torch.ops.cuda_kernels.matmul.default(a, b, variant)
-    return _dump.call_and_dump(_DUMP_DIR, "matmul", torch.ops.cuda_kernels.matmul.default, a, b, variant=variant)
+        if isinstance(a, Tensor) and isinstance(b, Tensor) and _no_autograd("cuda_kernels.matmul", a, b):
+            with _BELOW_AUTOGRAD():
+                return torch.ops.cuda_kernels.matmul.default(a, b, variant, tf32)
+        return torch.ops.cuda_kernels.matmul.default(a, b, variant, tf32)
+    return _dump.call_and_dump(
+        _DUMP_DIR, "matmul", torch.ops.cuda_kernels.matmul.default, a, b, variant=variant, allow_tf32=tf32
+    )
 
 
 @torch.library.register_fake("cuda_kernels::matmul")
-def _matmul_fake(a: Tensor, b: Tensor, variant: int = 0) -> Tensor:
+def _matmul_fake(a: Tensor, b: Tensor, variant: int = 0, allow_tf32: bool = False) -> Tensor:
     op = "cuda_kernels.matmul"
     _check_float(op, "a", a)
     _check_float(op, "b", b)
@@ -152,11 +202,19 @@ def _and_list(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def _has_cuda_kernels() -> bool:
+    """Whether the CUDA library is loaded: it registers the CUDA kernels and the _matmul_* queries."""
+    return hasattr(torch.ops.cuda_kernels, "_matmul_kernels")
+
+
 @functools.cache
 def matmul_kernels() -> list[tuple[int, str, tuple[str, ...]]]:
     """The CUDA matmul kernels as [(variant, name, dtypes)], in the order of the table in
     csrc/cuda/matmul/dispatch.cpp: [(1, "01_tiled", ("float32", "float64", "float16", "bfloat16")), ...,
-    (12, "12_hopper_gemm", ("float16", "bfloat16")), (13, "tf32_wgmma", ("float32",)), ...]; [] in a CPU-only build."""
+    (12, "12_hopper_gemm", ("float16", "bfloat16")), (13, "tf32_wgmma", ("float32",)), ...]; [] without CUDA
+    kernels (a CPU-only build, or a CPU-only torch)."""
+    if not _has_cuda_kernels():
+        return []
     variants, names, dtypes = torch.ops.cuda_kernels._matmul_kernels()
     return [(v, n, tuple(d.split(","))) for v, n, d in zip(variants, names, dtypes, strict=True)]
 
@@ -165,13 +223,17 @@ def matmul_default_kernel(dtype: torch.dtype | str, device: int = -1) -> tuple[i
     """The CUDA kernel that variant 0 runs for large outputs of `dtype` on CUDA device `device` (-1: the current
     one), and why: (12, "12_hopper_gemm", "compute 9.0 (NVIDIA H100 ...), bfloat16: the fastest kernel that runs
     here; ..."). `dtype` may also be a name: "float32" (TF32 as torch allows it now), "float32+tf32" (allowed).
-    (0, "", why) in a CPU-only build."""
+    (0, "", why) without CUDA kernels."""
+    if not _has_cuda_kernels():
+        return (0, "", "the extension has no CUDA kernels loaded (a CPU-only build, or a CPU-only torch)")
     return tuple(torch.ops.cuda_kernels._matmul_default_kernel(_dtype_name(dtype), device))
 
 
 def matmul_unmet_need(variant: int, dtype: torch.dtype | str, device: int = -1) -> str:
     """Why CUDA kernel `variant` cannot run `dtype` on CUDA device `device` (-1: the current one), e.g. "supports
-    float16 and bfloat16, got float32"; "" when it can. RuntimeError for an unknown variant or a CPU-only build."""
+    float16 and bfloat16, got float32"; "" when it can. RuntimeError for an unknown variant or without CUDA kernels."""
+    if not _has_cuda_kernels():
+        raise RuntimeError(f"cuda_kernels.matmul: variant {variant} is a CUDA kernel; this build has none loaded")
     return torch.ops.cuda_kernels._matmul_unmet_need(variant, _dtype_name(dtype), device)
 
 
@@ -183,22 +245,29 @@ def matmul_cuda_variants(dtype: torch.dtype | str, device: int = -1) -> list[int
 
 
 def _dtype_name(dtype: torch.dtype | str) -> str:
-    return dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    """The binary's name of a dtype: "float32" with TF32 as torch allows it now is "float32+tf32" where allowed (the
+    binary cannot ask torch)."""
+    name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    if name.removeprefix("torch.") in ("float32", "float") and torch.backends.cuda.matmul.allow_tf32:
+        return "float32+tf32"
+    return name
 
 
 def _matmul_setup_context(ctx, inputs, output) -> None:
-    a, b, _variant = inputs
+    a, b, _variant, allow_tf32 = inputs
+    ctx.allow_tf32 = allow_tf32
     ctx.save_for_backward(a, b)
 
 
-def _matmul_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
+def _matmul_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None, None]:
     a, b = ctx.saved_tensors
+    tf32 = ctx.allow_tf32
     # Both gradients go through the op itself with variant 0, whatever variant the forward used: the forced kernel
     # may not take every input (and the gradients need not come from the same kernel). b.t() and a.t() are
     # column-major views, read as they are or copied to row-major first (see matmul's docstring).
-    grad_a = torch.ops.cuda_kernels.matmul.default(grad, b.t(), 0) if ctx.needs_input_grad[0] else None
-    grad_b = torch.ops.cuda_kernels.matmul.default(a.t(), grad, 0) if ctx.needs_input_grad[1] else None
-    return grad_a, grad_b, None
+    grad_a = torch.ops.cuda_kernels.matmul.default(grad, b.t(), 0, tf32) if ctx.needs_input_grad[0] else None
+    grad_b = torch.ops.cuda_kernels.matmul.default(a.t(), grad, 0, tf32) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b, None, None
 
 
 torch.library.register_autograd("cuda_kernels::matmul", _matmul_backward, setup_context=_matmul_setup_context)

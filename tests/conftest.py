@@ -17,13 +17,16 @@ import pytest
 # (PYTHONDONTWRITEBYTECODE=1 in many container images), every Python process compiles torch from source, seconds
 # each; this session and the processes its tests start cache it outside the source tree. The helper,
 # cuda_kernels/tools/pycache.py, is loaded by path: importing the package would import torch.
-_spec = importlib.util.spec_from_file_location(
-    "_pycache",
-    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda_kernels", "tools", "pycache.py"),
+# (Tests run from a folder without the checkout's package, against an installed wheel, skip it: CI's second torch.)
+_PYCACHE_FILE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cuda_kernels", "tools", "pycache.py"
 )
-_pycache = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_pycache)
-PYCACHE = _pycache.enable(os.environ)
+PYCACHE = None
+if os.path.exists(_PYCACHE_FILE):
+    _spec = importlib.util.spec_from_file_location("_pycache", _PYCACHE_FILE)
+    _pycache = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_pycache)
+    PYCACHE = _pycache.enable(os.environ)
 
 import torch  # noqa: E402  (after the bytecode settings above)
 

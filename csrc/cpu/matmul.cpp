@@ -1,36 +1,36 @@
 // matmul(a, b) on the CPU: the blocked, packed kernel of matmul_kernel.h (Goto-style: packed B panels, packed A
-// blocks, a register-tiled at::vec micro-kernel, at::parallel_for over tiles of C), compiled once per CPU capability
+// blocks, a register-tiled at::vec micro-kernel, torch's threads over tiles of C), compiled once per CPU capability
 // (DEFAULT, AVX2, AVX512; matmul_kernel_<isa>.cpp) and picked at run time as square's kernel is (cpu::capability()).
 // Any strides for a and b (packing reads them as they are); accumulates in fp32 (fp64 for fp64).
-#include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
+#include <torch/csrc/stable/ops.h>
 
 #include "capability.h"
 #include "checks.h"
+#include "kernel_api.h"
 #include "ops.h"
 
 namespace cuda_kernels {
 
 // The builds of matmul_kernel.h's entry point, one per capability: same signature, one namespace each.
 namespace cpu::DEFAULT {
-void matmul_kernel(at::ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0,
-                   int64_t sb1, void* c, int64_t M, int64_t N, int64_t K);
+void matmul_kernel(ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0, int64_t sb1,
+                   void* c, int64_t M, int64_t N, int64_t K, const cpu::Parallel& par);
 }
 #if CUDA_KERNELS_CPU_X86_KERNELS
 namespace cpu::AVX2 {
-void matmul_kernel(at::ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0,
-                   int64_t sb1, void* c, int64_t M, int64_t N, int64_t K);
+void matmul_kernel(ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0, int64_t sb1,
+                   void* c, int64_t M, int64_t N, int64_t K, const cpu::Parallel& par);
 }
 namespace cpu::AVX512 {
-void matmul_kernel(at::ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0,
-                   int64_t sb1, void* c, int64_t M, int64_t N, int64_t K);
+void matmul_kernel(ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0, int64_t sb1,
+                   void* c, int64_t M, int64_t N, int64_t K, const cpu::Parallel& par);
 }
 #endif
 
 namespace {
 
-using Kernel = void (*)(at::ScalarType, const void*, int64_t, int64_t, const void*, int64_t, int64_t, void*, int64_t,
-                        int64_t, int64_t);
+using Kernel = void (*)(ScalarType, const void*, int64_t, int64_t, const void*, int64_t, int64_t, void*, int64_t,
+                        int64_t, int64_t, const cpu::Parallel&);
 
 // The kernel built for the capability this process runs with.
 Kernel matmul_kernel() {
@@ -48,18 +48,19 @@ Kernel matmul_kernel() {
 
 }  // namespace
 
-at::Tensor matmul_cpu(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
+Tensor matmul_cpu(const Tensor& a, const Tensor& b, int64_t variant, bool /*allow_tf32: float32 only on CUDA*/) {
   check_matmul_inputs(a, b);
-  TORCH_CHECK(variant >= 0, "cuda_kernels.matmul: unknown variant ", variant,
-              "; use 0 (auto) or, for CUDA tensors, a kernel of the ladder (>= 1)");
-  TORCH_CHECK(variant == 0, "cuda_kernels.matmul: variant ", variant,
-              " is a CUDA kernel; the CPU has a single kernel (variant=0)");
+  CUDA_KERNELS_CHECK(variant >= 0, "cuda_kernels.matmul: unknown variant ", variant,
+                     "; use 0 (auto) or, for CUDA tensors, a kernel of the ladder (>= 1)");
+  CUDA_KERNELS_CHECK(variant == 0, "cuda_kernels.matmul: variant ", variant,
+                     " is a CUDA kernel; the CPU has a single kernel (variant=0)");
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  if (K == 0) return at::zeros({M, N}, a.options());  // an empty sum is 0, as in torch.mm
-  at::Tensor c = at::empty({M, N}, a.options());
+  const int64_t shape[2] = {M, N};
+  if (K == 0) return torch::stable::new_zeros(a, shape);  // an empty sum is 0, as in torch.mm
+  Tensor c = new_empty(a, shape);
   if (M == 0 || N == 0) return c;
   matmul_kernel()(a.scalar_type(), a.const_data_ptr(), a.stride(0), a.stride(1), b.const_data_ptr(), b.stride(0),
-                  b.stride(1), c.mutable_data_ptr(), M, N, K);
+                  b.stride(1), c.mutable_data_ptr(), M, N, K, cpu::torch_threads());
   return c;
 }
 

@@ -10,7 +10,8 @@
 //    A[q*kMR ...][k] side by side (zeros past M). Packed per task instead, A would be packed again for every block
 //    of columns: scalar work that does not shrink with the vector width and grows with the thread count (more,
 //    narrower tasks). Both packed operands live in buffers the calling thread keeps (packed_buffer).
-//  - C is cut into tasks of kMC rows x kNC columns, spread over threads with at::parallel_for. A task walks K in
+//  - C is cut into tasks of kMC rows x kNC columns, spread over torch's threads (Parallel, kernel_api.h). A task walks
+//  K in
 //    slabs of kKC: for each B panel's slab (kKC x kNR: stays in L1) it runs the micro-kernel over the slabs of
 //    its A panels (kMC x kKC together: they stay in L2).
 //  - The micro-kernel keeps a kMR x kNR tile of C in registers (kMR x 2 vectors) through the slab: per k one
@@ -151,9 +152,9 @@ struct Strided {
 // holds, for every k, the W values src[k][p*W ...] side by side. B is packed with W = kNR; A, as its transpose
 // (K x M), with W = kMR.
 template <int64_t W, typename scalar_t, typename acc_t>
-void pack_panels(Strided<scalar_t> src, int64_t K, int64_t N, acc_t* packed) {
+void pack_panels(Strided<scalar_t> src, int64_t K, int64_t N, acc_t* packed, const Parallel& par) {
   const int64_t panels = (N + W - 1) / W;
-  at::parallel_for(0, panels, 1, [&](int64_t begin, int64_t end) {
+  par.parallel_for(0, panels, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       acc_t* out = packed + p * K * W;
       const int64_t j0 = p * W, cols = std::min(W, N - j0);
@@ -174,9 +175,10 @@ constexpr int64_t kSkinnyK = 4;
 // Tasks own blocks of columns; the accumulators for their M x kSkinnyCols block stay in L1. B row-major, float or
 // double (no conversion on the way).
 template <typename acc_t>
-void matmul_skinny(Strided<acc_t> a, const acc_t* b, int64_t ldb, acc_t* c, int64_t M, int64_t N, int64_t K) {
+void matmul_skinny(Strided<acc_t> a, const acc_t* b, int64_t ldb, acc_t* c, int64_t M, int64_t N, int64_t K,
+                   const Parallel& par) {
   constexpr int64_t kW = Vec<acc_t>::size();
-  at::parallel_for(0, (N + kSkinnyCols - 1) / kSkinnyCols, 1, [&](int64_t begin, int64_t end) {
+  par.parallel_for(0, (N + kSkinnyCols - 1) / kSkinnyCols, 1, [&](int64_t begin, int64_t end) {
     acc_t acc[kMR][kSkinnyCols];
     for (int64_t t = begin; t < end; ++t) {
       const int64_t j0 = t * kSkinnyCols, cols = std::min(kSkinnyCols, N - j0);
@@ -221,7 +223,8 @@ void matmul_skinny(Strided<acc_t> a, const acc_t* b, int64_t ldb, acc_t* c, int6
 // A few columns of C (N < kMR: a row-major matrix times a vector): each element is a dot product of a row of A,
 // read once and contiguously, with a column of B (copied contiguous first: N x K values). Tasks own rows.
 template <typename acc_t>
-void matmul_skinny_n(const acc_t* a, int64_t lda, Strided<acc_t> b, acc_t* c, int64_t M, int64_t N, int64_t K) {
+void matmul_skinny_n(const acc_t* a, int64_t lda, Strided<acc_t> b, acc_t* c, int64_t M, int64_t N, int64_t K,
+                     const Parallel& par) {
   constexpr int64_t kW = Vec<acc_t>::size();
   std::vector<acc_t> bt(static_cast<size_t>(N * K));  // bt[j * K + k] = B[k][j]
   for (int64_t j = 0; j < N; ++j) {
@@ -229,7 +232,7 @@ void matmul_skinny_n(const acc_t* a, int64_t lda, Strided<acc_t> b, acc_t* c, in
   }
   const int64_t vec_k = K - K % kW;
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, K));  // rows per task: ~16K MACs or more
-  at::parallel_for(0, M, grain, [&](int64_t begin, int64_t end) {
+  par.parallel_for(0, M, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const acc_t* arow = a + i * lda;
       for (int64_t j = 0; j < N; ++j) {
@@ -271,15 +274,16 @@ acc_t* packed_buffer(int slot, size_t n, std::unique_ptr<acc_t[]>& owner) {
 }
 
 template <typename scalar_t>
-void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64_t M, int64_t N, int64_t K) {
+void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64_t M, int64_t N, int64_t K,
+                    const Parallel& par) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int64_t nr = kNR<acc_t>;
   const int64_t b_panels = (N + nr - 1) / nr;
   std::unique_ptr<acc_t[]> b_owner, a_owner;
   acc_t* bp = packed_buffer<acc_t>(0, static_cast<size_t>(b_panels * K * nr), b_owner);
-  pack_panels<nr>(b, K, N, bp);
+  pack_panels<nr>(b, K, N, bp, par);
   acc_t* ap = packed_buffer<acc_t>(1, static_cast<size_t>((M + kMR - 1) / kMR * kMR * K), a_owner);
-  pack_panels<kMR>(Strided<scalar_t>{a.data, a.s1, a.s0}, K, M, ap);  // A's transpose: panels of kMR rows of A
+  pack_panels<kMR>(Strided<scalar_t>{a.data, a.s1, a.s0}, K, M, ap, par);  // A's transpose: panels of kMR rows of A
 
   const int64_t m_tasks = (M + kMC - 1) / kMC;
   // Rows per task: M shared evenly by the m_tasks row blocks, in whole A panels (512 rows: 8 blocks of 66 rows, not
@@ -287,11 +291,11 @@ void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64
   const int64_t m_rows = (M + m_tasks - 1) / m_tasks;
   const int64_t mc_task = (m_rows + kMR - 1) / kMR * kMR;  // <= kMC: kMC is a multiple of kMR
   int64_t task_panels = kNCPanels;                         // B panels per task
-  const int64_t want_tasks = kTasksPerThread * at::get_num_threads();
+  const int64_t want_tasks = kTasksPerThread * par.num_threads;
   while (task_panels > 1 && m_tasks * ((b_panels + task_panels - 1) / task_panels) < want_tasks) task_panels /= 2;
   const int64_t nc = task_panels * nr;  // columns of C per task
   const int64_t n_tasks = (b_panels + task_panels - 1) / task_panels;
-  at::parallel_for(0, m_tasks * n_tasks, 1, [&](int64_t begin, int64_t end) {
+  par.parallel_for(0, m_tasks * n_tasks, 1, [&](int64_t begin, int64_t end) {
     std::vector<acc_t> c_tile(static_cast<size_t>(kMC * nc));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t i0 = (t / n_tasks) * mc_task, mc = std::min(mc_task, M - i0);
@@ -323,23 +327,24 @@ void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64
 
 // Entry point for matmul.cpp (declared there once per capability): c (M x N, row-major) = a (M x K) @ b (K x N),
 // a and b of `dtype` with any strides (element (i, j) at data[i * s0 + j * s1]); M, N, K >= 1.
-void matmul_kernel(at::ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b, int64_t sb0,
-                   int64_t sb1, void* c, int64_t M, int64_t N, int64_t K) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "cuda_kernels.matmul", [&] {
+void matmul_kernel(torch::headeronly::ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b,
+                   int64_t sb0, int64_t sb1, void* c, int64_t M, int64_t N, int64_t K, const Parallel& par) {
+  dispatch_float(dtype, [&](auto t) {
+    using scalar_t = decltype(t);
     if constexpr (std::is_same_v<scalar_t, at::opmath_type<scalar_t>>) {
       if (M < kMR && sb1 == 1) {
         matmul_skinny<scalar_t>({static_cast<const scalar_t*>(a), sa0, sa1}, static_cast<const scalar_t*>(b), sb0,
-                                static_cast<scalar_t*>(c), M, N, K);
+                                static_cast<scalar_t*>(c), M, N, K, par);
         return;
       }
       if (N < kMR && sa1 == 1) {
         matmul_skinny_n<scalar_t>(static_cast<const scalar_t*>(a), sa0, {static_cast<const scalar_t*>(b), sb0, sb1},
-                                  static_cast<scalar_t*>(c), M, N, K);
+                                  static_cast<scalar_t*>(c), M, N, K, par);
         return;
       }
     }
     matmul_blocked<scalar_t>({static_cast<const scalar_t*>(a), sa0, sa1}, {static_cast<const scalar_t*>(b), sb0, sb1},
-                             static_cast<scalar_t*>(c), M, N, K);
+                             static_cast<scalar_t*>(c), M, N, K, par);
   });
 }
 

@@ -9,8 +9,8 @@
 
 namespace cuda_kernels::cpu::CPU_CAPABILITY {
 
-// Minimum elements per at::parallel_for task: torch's own grain (TensorIterator kernels like torch.square use it),
-// so a tensor is split across threads the same way: min(threads, ceil(n / 32768)) equal tasks.
+// Minimum elements per parallel task: torch's own grain (TensorIterator kernels like torch.square use it), so a
+// tensor is split across threads the same way: min(threads, ceil(n / 32768)) equal tasks.
 constexpr int64_t kGrainSize = at::internal::GRAIN_SIZE;
 
 // One register's worth squared. For float16/bfloat16, at::vec's operator* widens to two registers of float (their
@@ -49,11 +49,12 @@ void square_span(const scalar_t* in, scalar_t* out, int64_t n) {
 }
 
 // Entry point for square.cpp (declared there once per capability). in/out: n >= 1 elements of `dtype`, dense.
-void square_contiguous(at::ScalarType dtype, const void* in, void* out, int64_t n) {
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "cuda_kernels.square", [&] {
+void square_contiguous(torch::headeronly::ScalarType dtype, const void* in, void* out, int64_t n, const Parallel& par) {
+  dispatch_float(dtype, [&](auto t) {
+    using scalar_t = decltype(t);
     const auto* src = static_cast<const scalar_t*>(in);
     auto* dst = static_cast<scalar_t*>(out);
-    at::parallel_for(0, n, kGrainSize,
+    par.parallel_for(0, n, kGrainSize,
                      [&](int64_t begin, int64_t end) { square_span(src + begin, dst + begin, end - begin); });
   });
 }

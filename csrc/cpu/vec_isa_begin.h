@@ -23,10 +23,17 @@
 //    that every CPU can run. Only at::vec's own code (in its per-capability namespace) and ours get the target.
 //  - In C++, GCC's target pragma does not define __AVX2__/__AVX512F__, which sleef.h (SLEEF vector math, pulled
 //    in by at::vec) reads to declare its 256/512-bit functions; they are defined around that one include.
+//  - The stable ABI's TORCH_TARGET_VERSION, which the build defines for every file, is undefined here first:
+//    ATen's headers refuse to compile under it. The kernels use only their header-only parts (at::vec, c10's
+//    scalar types) and get torch's threads from the host side (kernel_api.h), so the binary still calls torch
+//    only through its C shim (tests/tools/test_stable_abi.py checks the symbols).
 // No #pragma once: each capability's translation unit includes it once.
 //
 // The list below is every header that at::vec (torch 2.x) includes that is not part of at::vec itself. To redo it
 // for another torch: g++ -H -fsyntax-only on a TU that includes this file lists the headers opened after sleef.h.
+#undef TORCH_TARGET_VERSION
+#undef TORCH_STABLE_ONLY
+
 #include <ATen/AccumulateType.h>
 #include <ATen/Dispatch.h>
 #include <ATen/NumericUtils.h>
@@ -55,6 +62,8 @@
 #include <functional>
 #include <type_traits>
 #include <utility>
+
+#include "kernel_api.h"
 
 // at::vec's AVX code, built with -Wall, warns about GCC's own intrinsics headers: the deliberately undefined lanes
 // of _mm512_undefined_ps & co. (Its other warnings, unknown pragmas and vector ABI notes, GCC 12 cannot silence

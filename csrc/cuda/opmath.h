@@ -3,8 +3,8 @@
 // square and the matmul ladder share it.
 #pragma once
 
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 namespace cuda_kernels {
 

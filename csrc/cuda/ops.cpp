@@ -2,20 +2,18 @@
 // registered in csrc/api.cpp: validation, device guard and output allocation (host code built by the C++ compiler),
 // then the op's kernel launcher in csrc/cuda/<op>.cu, which includes no ATen header. matmul's host function is in
 // csrc/cuda/matmul/dispatch.cpp.
-#include <ATen/Dispatch.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "checks.h"
+#include "cpu/kernel_api.h"  // dispatch_float
 #include "cuda/elementwise.h"
 #include "cuda/square.h"
+#include "cuda/stream.h"
 #include "cuda/utils.cuh"
 #include "ops.h"
 // The kernel headers of the ops `python -m cuda_kernels.new` added (it keeps them sorted, as clang-format would):
@@ -27,7 +25,7 @@ namespace {
 
 // Drops size-1 dims and merges dim d into d+1 when they step through memory as one dim.
 // Returns ndim > kMaxDims (and no sizes) when even the merged layout does not fit.
-StridedLayout coalesce(const at::Tensor& x) {
+StridedLayout coalesce(const Tensor& x) {
   std::vector<int64_t> sizes, strides;
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (x.size(d) == 1) continue;
@@ -52,28 +50,30 @@ StridedLayout coalesce(const at::Tensor& x) {
 // cuda_kernels.new` adds): device guard, a contiguous output, the input's layout, 32- or 64-bit indexing, the dtype
 // switch, then launch(in, out, n, strided, index32, blocks_per_wave, stream) with typed pointers, which the op's
 // launcher template in csrc/cuda/<op>.h takes (`threads`: its block size, for the wave). The kernel file then needs
-// no ATen, and this, with ATen's headers, is compiled once for every op.
+// no torch header, and this, with torch's stable-ABI headers, is compiled once for every op.
 template <typename Launch>
-at::Tensor elementwise_cuda(const at::Tensor& x_in, int threads, const Launch& launch) {
-  const c10::cuda::CUDAGuard guard(x_in.device());
-  at::Tensor out = at::empty(x_in.sizes(), x_in.options().memory_format(at::MemoryFormat::Contiguous));
+Tensor elementwise_cuda(const Tensor& x_in, int threads, const Launch& launch) {
+  const int device = x_in.get_device_index();
+  const torch::stable::accelerator::DeviceGuard guard(device);
+  Tensor out = new_empty(x_in, x_in.sizes());
   if (x_in.numel() == 0) return out;
   StridedLayout layout = x_in.is_contiguous() ? StridedLayout{} : coalesce(x_in);
   // Rare: more non-mergeable dims than the strided kernel carries; copy to contiguous first.
   const bool too_many_dims = layout.ndim > kMaxDims;
-  const at::Tensor x = too_many_dims ? x_in.contiguous() : x_in;
+  const Tensor x = too_many_dims ? torch::stable::contiguous(x_in) : x_in;
   // Dense from its data pointer: contiguous, or every dim merged into one unit-stride dim.
   const bool dense = too_many_dims || x.is_contiguous() || (layout.ndim == 1 && layout.strides[0] == 1);
   // 32-bit indices while every index and offset fits (with headroom for base + u * threads); 64-bit beyond.
   int64_t max_offset = 0;  // the largest element offset from the data pointer that the kernel reads
   for (int64_t d = 0; d < x.dim(); ++d) max_offset += (x.size(d) - 1) * x.stride(d);
   const bool index32 = std::max(x.numel(), max_offset) < (int64_t{1} << 30);
-  const int64_t wave = blocks_per_wave(x.get_device(), threads);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.get_device()).stream();
-  // (The op's input check has rejected other dtypes, so the switch's own error, which names it, is not reached.)
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "cuda_kernels elementwise op", [&] {
-    C10_CUDA_CHECK(launch(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), x.numel(),
-                          dense ? nullptr : &layout, index32, wave, stream));
+  const int64_t wave = blocks_per_wave(device, threads);
+  const cudaStream_t stream = current_stream(device);
+  // (The op's input check has rejected other dtypes.)
+  cpu::dispatch_float(x.scalar_type(), [&](auto t) {
+    using scalar_t = decltype(t);
+    CUDA_KERNELS_CUDA_CHECK(launch(x.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), x.numel(),
+                                   dense ? nullptr : &layout, index32, wave, stream));
   });
   return out;
 }
@@ -82,7 +82,7 @@ at::Tensor elementwise_cuda(const at::Tensor& x_in, int threads, const Launch& l
 
 // An elementwise op's CUDA function: its input check, then elementwise_cuda with the op's launcher (a generic lambda:
 // elementwise_cuda calls it with each dtype's pointers).
-at::Tensor square_cuda(const at::Tensor& x) {
+Tensor square_cuda(const Tensor& x) {
   check_square_input(x);
   namespace kernels = square_launch;  // csrc/cuda/square.h
   const auto launch = [](const auto* in, auto* out, auto... rest) { return kernels::launch(in, out, rest...); };

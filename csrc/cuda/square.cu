@@ -9,9 +9,9 @@
 //               offset): scalar loads, 16-byte stores (the output is freshly allocated, hence aligned);
 //  * strided:   non-contiguous input read through sizes/strides (no .contiguous() copy), contiguous output.
 // 32-bit indexing when the tensor is small enough, 64-bit otherwise.
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 #include <cuda_runtime.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 #include <algorithm>
 #include <cstdint>

@@ -45,6 +45,24 @@ _loader = _runtime_loader()
 decode_arch_tag = _loader.decode_arch_tag
 elf_needed = _loader.elf_needed
 cxx_runtime_problem = _loader.cxx_runtime_problem
+TORCH_TARGET = _loader.TORCH_TARGET
+
+# The stable ABI (docs/debugging.md, "The stable ABI"): host code calls torch only through its C shim, written
+# against the API of TORCH_TARGET, so the binary loads under that torch and every later one; and Python's limited
+# API of 3.10, so one binary serves every Python from 3.10 on (an abi3 wheel: PY_LIMITED_API_TAG).
+PY_LIMITED_API = 0x030A0000
+PY_LIMITED_API_TAG = "cp310"
+STABLE_DEFINES = (
+    f"-DTORCH_TARGET_VERSION=0x{TORCH_TARGET[0]:02x}{TORCH_TARGET[1]:02x}000000000000",
+    f"-DPy_LIMITED_API=0x{PY_LIMITED_API:08X}",
+)
+# The libraries a build makes: cuda_kernels._C (the schemas, the CPU kernels, the introspection) always, and
+# cuda_kernels._C_cuda (the CUDA kernels) in a CUDA build. Two, so that the CUDA build's wheel still loads under a
+# CPU-only torch, which lacks the CUDA libraries _C_cuda links to: the package loads _C_cuda only where torch has
+# CUDA. Both compile csrc/api.cpp (the registry; _C_cuda with CUDA_KERNELS_CUDA_LIBRARY) and csrc/module.cpp.
+CPU_LIBRARY = "_C"
+CUDA_LIBRARY = "_C_cuda"
+SHARED_SOURCES = ("api.cpp", "module.cpp")
 
 # Archs built when no GPU is visible and neither TORCH_CUDA_ARCH_LIST nor COMPUTE_CAPABILITY is given, by the
 # version of the nvcc found: (oldest nvcc, list), newest first. Ampere, Hopper as 9.0a (the arch-specific target:
@@ -269,17 +287,23 @@ def max_jobs(env: Mapping[str, str] = os.environ) -> int:
         return max(1, cores // 2)
 
 
-def sources(with_cuda: bool, csrc: str | None = None) -> list[str]:
-    """Every csrc/*.cpp and csrc/cpu/*.cpp, plus with CUDA every .cpp and .cu under csrc/cuda/ at any depth
-    (csrc/cuda/matmul/ladder/ too), sorted. A new source file needs no entry anywhere. csrc: the folder to list
-    (default CSRC, this checkout's)."""
+def sources(with_cuda: bool, csrc: str | None = None) -> dict[str, list[str]]:
+    """{library: its sources}, sorted. CPU_LIBRARY: every csrc/*.cpp and csrc/cpu/*.cpp; with CUDA, CUDA_LIBRARY:
+    SHARED_SOURCES and every .cpp and .cu under csrc/cuda/ at any depth (csrc/cuda/matmul/ladder/ too). A new source
+    file needs no entry anywhere. csrc: the folder to list (default CSRC, this checkout's)."""
     csrc = csrc or CSRC
-    srcs = sorted(glob.glob(os.path.join(csrc, "*.cpp"))) + sorted(glob.glob(os.path.join(csrc, "cpu", "*.cpp")))
+    libs = {
+        CPU_LIBRARY: sorted(glob.glob(os.path.join(csrc, "*.cpp")))
+        + sorted(glob.glob(os.path.join(csrc, "cpu", "*.cpp")))
+    }
     if with_cuda:
         cuda_dir = os.path.join(csrc, "cuda", "**")
-        srcs += sorted(glob.glob(os.path.join(cuda_dir, "*.cpp"), recursive=True))
-        srcs += sorted(glob.glob(os.path.join(cuda_dir, "*.cu"), recursive=True))
-    return srcs
+        libs[CUDA_LIBRARY] = (
+            [os.path.join(csrc, name) for name in SHARED_SOURCES]
+            + sorted(glob.glob(os.path.join(cuda_dir, "*.cpp"), recursive=True))
+            + sorted(glob.glob(os.path.join(cuda_dir, "*.cu"), recursive=True))
+        )
+    return libs
 
 
 def openmp_flags() -> list[str]:
@@ -337,6 +361,21 @@ def cxx_runtime_link_args(env: Mapping[str, str] = os.environ) -> list[str]:
 NO_GPU_WHY = "no GPU visible; WITH_CUDA=1 builds the CUDA kernels anyway, as CI does to compile every .cu"
 
 
+def manylinux_tag(binaries: list[str], machine: str) -> str:
+    """The wheel's platform tag from what its binaries need of glibc: manylinux_2_<y>_<machine> for the newest
+    GLIBC_2.<y> symbol version any of them references (PEP 600). A build on an older distribution gets an older tag."""
+    newest = 17  # manylinux2014's floor
+    for path in binaries:
+        with open(path, "rb") as f:
+            newest = max([newest, *(int(m) for m in re.findall(rb"GLIBC_2\.(\d+)", f.read()))])
+    return f"manylinux_2_{newest}_{machine}"
+
+
+# What CUDA_LIBRARY's host files add to the flags: the registry's CUDA half (csrc/api.cpp), and USE_CUDA, under
+# which torch's C shim declares its CUDA functions (the current stream).
+CUDA_LIBRARY_DEFINES = ("-DCUDA_KERNELS_CUDA_LIBRARY=1", "-DUSE_CUDA")
+
+
 class BuildPlanError(ValueError):
     """A build that cannot be planned as asked: WITH_CUDA=1 without a toolkit or with a CPU-only torch, an unreadable
     TORCH_CUDA_ARCH_LIST or COMPUTE_CAPABILITY. The message has no prefix: setup.py prints it after "cuda_kernels: ",
@@ -382,11 +421,11 @@ class BuildPlan:
     debug: bool  # DEBUG=1
     lineinfo: bool  # LINEINFO=1 (nvcc -lineinfo; no effect on a CPU-only build)
     defines: tuple[str, ...]  # -D flags given to both compilers; CUDA_KERNELS_ARCHS is what build_info() reads
-    cxx_flags: tuple[str, ...]
+    cxx_flags: tuple[str, ...]  # both libraries'; CUDA_LIBRARY adds CUDA_LIBRARY_DEFINES
     nvcc_flags: tuple[str, ...]  # () for a CPU-only build
     link_args: tuple[str, ...]  # [-g], -fopenmp, the C++ runtime torch loaded (cxx_runtime)
     cxx_runtime: str | None  # the libstdc++ named on the link; None: none (not Linux, or switched off)
-    sources: tuple[str, ...]
+    libraries: tuple[tuple[str, tuple[str, ...]], ...]  # ((name, sources), ...): CPU_LIBRARY, then CUDA_LIBRARY
     include_dirs: tuple[str, ...]
     max_jobs: int
     # setup.py's object folder build/<variant>: "cpu", "cuda", "cuda-debug", "cuda-lineinfo", ... Objects of one
@@ -397,6 +436,17 @@ class BuildPlan:
     # "py311-torch2.14.1-cpu".
     tag: str
     torch: TorchInfo
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """Every source of every library (a file both compile, once)."""
+        return tuple(dict.fromkeys(src for _, srcs in self.libraries for src in srcs))
+
+    def library_flags(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(g++ flags, nvcc flags) of one library."""
+        if name == CUDA_LIBRARY:
+            return (*self.cxx_flags, *CUDA_LIBRARY_DEFINES), (*self.nvcc_flags, *CUDA_LIBRARY_DEFINES)
+        return self.cxx_flags, ()
 
     @property
     def build_env(self) -> dict[str, str]:
@@ -475,7 +525,7 @@ def build_plan(env: Mapping[str, str] = os.environ, torch_info: TorchInfo | None
         nvcc_flags=tuple(nvcc_flags) if with_cuda else (),
         link_args=(*(["-g"] if debug else []), *openmp_flags(), *cxx_runtime),
         cxx_runtime=cxx_runtime[0] if cxx_runtime else None,
-        sources=tuple(sources(with_cuda)),
+        libraries=tuple((name, tuple(srcs)) for name, srcs in sources(with_cuda).items()),
         include_dirs=(CSRC,),
         max_jobs=max_jobs(env),
         variant=variant,
@@ -515,7 +565,7 @@ def _compiler_flags(
     crash when they cross into libc10."""
     defines = [
         *([f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}"] if cxx11_abi is not None else []),
-        f"-DCUDA_KERNELS_WITH_CUDA={int(with_cuda)}",
+        *STABLE_DEFINES,
         f"-DCUDA_KERNELS_DEBUG={int(debug)}",
         f"-DCUDA_KERNELS_ARCHS={arch_tag(arch_list) if with_cuda else 'none'}",
     ]

@@ -130,25 +130,34 @@ def check_driver(driver_cuda: str | None, torch_cuda: str | None) -> str | None:
     )
 
 
-def check_built_torch(built_torch: str, runtime_torch: str) -> str | None:
-    """A problem line when the extension was built against another torch (major.minor) than the one imported."""
-    if built_torch.split(".")[:2] == runtime_torch.split("+")[0].split(".")[:2]:
+def check_torch_target(target: str, runtime_torch: str) -> str | None:
+    """A problem line when the imported torch is older than the extension's stable-ABI target (the oldest torch it
+    runs under); any later torch runs the same binary."""
+    try:
+        older = tuple(int(x) for x in runtime_torch.split("+")[0].split(".")[:2]) < tuple(
+            int(x) for x in target.split(".")[:2]
+        )
+    except ValueError:
         return None
-    return (
-        f"the extension was built against torch {built_torch} but torch {runtime_torch} is imported: rebuild: {REBUILD}"
-    )
+    if not older:
+        return None
+    return f"the extension needs torch >= {target} (its stable-ABI target) but torch {runtime_torch} is imported"
 
 
-def check_built_cuda(ext_cuda: bool, built_cuda: str | None, torch_cuda: str | None, gpu_count: int) -> str | None:
-    """A problem line for a CPU-only build on a machine with a GPU, or a CUDA build of another major version."""
-    if not ext_cuda:
+def check_built_cuda(
+    built_cuda: bool, ext_cuda: bool, cuda_version: str | None, torch_cuda: str | None, gpu_count: int
+) -> str | None:
+    """A problem line for a CPU-only build on a machine with a GPU, or a CUDA build of another major version.
+    built_cuda: the build made the CUDA library; ext_cuda: it is loaded (a CPU-only torch leaves it out, rightly)."""
+    if not built_cuda:
         if gpu_count > 0 and torch_cuda:
             return f"the extension was built without CUDA but a GPU is visible: rebuild: WITH_CUDA=1 {REBUILD}"
         return None
-    if torch_cuda is None:
-        return f"the extension was built for CUDA {built_cuda} but torch is CPU-only: rebuild: WITH_CUDA=0 {REBUILD}"
-    if _major(built_cuda) != _major(torch_cuda):
-        return f"the extension was built with CUDA {built_cuda} but torch uses CUDA {torch_cuda}: rebuild: {REBUILD}"
+    if not ext_cuda or torch_cuda is None:
+        return None
+    built_cuda_version = cuda_version
+    if _major(built_cuda_version) != _major(torch_cuda):
+        return f"the extension was built with CUDA {cuda_version} but torch uses CUDA {torch_cuda}: rebuild: {REBUILD}"
     return None
 
 
@@ -291,8 +300,8 @@ def static_problems(f: Facts) -> list[str]:
         problems.append(build_config.cxx_runtime_problem(f.binary))
     if f.build_info is not None:
         bi = f.build_info
-        problems.append(check_built_torch(bi["torch"], f.torch))
-        problems.append(check_built_cuda(bi["cuda"], bi["cuda_version"], f.torch_cuda, len(f.gpus)))
+        problems.append(check_torch_target(bi["torch_target"], f.torch))
+        problems.append(check_built_cuda(bool(bi["archs"]), bi["cuda"], bi["cuda_version"], f.torch_cuda, len(f.gpus)))
         if bi["cuda"]:
             problems += [check_archs(bi["archs"], g.cc, f"GPU {g.index} ({g.name})") for g in f.gpus]
     return list(dict.fromkeys(p for p in problems if p))  # in order, without repeats
@@ -424,7 +433,13 @@ def report(f: Facts) -> list[str]:
             f"  cuda_kernels  mode={bi['mode']} cuda={bi['cuda']} {kind} debug={bi['debug']} "
             f"built with torch {bi['torch']}" + (f" CUDA {bi['cuda_version']}" if bi["cuda"] else "")
         )
-        lines.append(f"                {bi['path']}")
+        lines.append(
+            f"                stable ABI: runs under torch >= {bi['torch_target']}; torch {f.torch} is imported"
+            + ("" if bi["cuda"] or not bi["archs"] else "; its CUDA kernels are not loaded (a CPU-only torch)")
+        )
+        lines.append(
+            f"                {bi['path']}" + (f"\n                {bi['cuda_path']}" if bi["cuda_path"] else "")
+        )
         for g in f.gpus if bi["cuda"] else []:
             if "native" in bi["archs"]:
                 how = "native build: see the calls"

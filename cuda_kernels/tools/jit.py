@@ -42,7 +42,7 @@ from cuda_kernels.tools import pycache
 # What the last load() did, for build_info() and the docs' timings.
 LAST_LOAD: dict[str, object] = {}
 
-_MODULE: ModuleType | None = None
+_MODULES: tuple[ModuleType, ModuleType | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -154,58 +154,77 @@ def _fingerprint_path(p: JitPlan) -> str:
     return os.path.join(p.build_dir, p.name + ".fingerprint")
 
 
-def _import_cached(p: JitPlan, so_path: str, digest: str) -> ModuleType | None:
-    """The cached module when its fingerprint matches digest (nothing changed since it was built), else None."""
+def _library_paths(p: JitPlan) -> list[tuple[str, tuple[str, ...], str, str]]:
+    """(library, sources, module name, binary path) of each library the plan builds, in load order: the CPU library
+    (it defines the schemas), then the CUDA one. Each has a folder of its own (both compile csrc/api.cpp, with
+    different flags)."""
+    out = []
+    for lib, sources in p.build.libraries:
+        name = p.name + ("_cuda" if lib == bc.CUDA_LIBRARY else "")
+        out.append((lib, sources, name, os.path.join(p.build_dir, lib, name + ".so")))
+    return out
+
+
+def _import_file(name: str, so_path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, so_path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cuda_kernels (JIT): cannot import {so_path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _import_cached(p: JitPlan, digest: str) -> list[ModuleType] | None:
+    """The cached modules when the fingerprint matches digest (nothing changed since they were built), else None."""
     try:
         with open(_fingerprint_path(p)) as f:
             if f.read().strip() != digest:
                 return None
     except OSError:
         return None
-    if not os.path.exists(so_path) or bc.cxx_runtime_problem(so_path):
+    libraries = _library_paths(p)
+    if not all(os.path.exists(so) and not bc.cxx_runtime_problem(so) for _, _, _, so in libraries):
         return None
-    spec = importlib.util.spec_from_file_location(p.name, so_path)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return [_import_file(name, so) for _, _, name, so in libraries]
 
 
-def load() -> ModuleType:
-    """Builds (if needed) and imports the JIT module; returns it. Raises ImportError with the compiler output."""
-    global _MODULE
-    if _MODULE is not None:
-        return _MODULE
+def load() -> tuple[ModuleType, ModuleType | None]:
+    """Builds (if needed) and imports the JIT libraries; returns (the CPU library's module, the CUDA library's or
+    None in a CPU-only build). Raises ImportError with the compiler output."""
+    global _MODULES
+    if _MODULES is not None:
+        return _MODULES
     try:
         p = plan()
     except bc.BuildPlanError as err:
         raise ImportError(f"cuda_kernels (JIT): {err}") from None
     b = p.build
-    so_path = os.path.join(p.build_dir, p.name + ".so")
     start = time.perf_counter()
     digest = fingerprint(p)
     verbose = bc.env_flag("CUDA_KERNELS_JIT_VERBOSE")
-    module = None if verbose else _import_cached(p, so_path, digest)
-    if module is not None:
+    modules = None if verbose else _import_cached(p, digest)
+    if modules is not None:
         LAST_LOAD.update(
             seconds=time.perf_counter() - start, cold=False, cached=True, build_dir=p.build_dir, name=p.name,
             tag=b.tag, with_cuda=b.with_cuda, compiled=[],
         )  # fmt: skip
-        _MODULE = module
-        return module
-    check_object_names(list(b.sources))
+        _MODULES = (modules[0], modules[1] if len(modules) > 1 else None)
+        return _MODULES
+    for _, sources, _, _ in _library_paths(p):
+        check_object_names(list(sources))
     b.export_cuda_home()  # before torch.utils.cpp_extension is first imported: it reads CUDA_HOME then, once
     import torch.utils.cpp_extension as cpp_ext
 
     if b.with_cuda and cpp_ext.CUDA_HOME is None:  # imported earlier by someone else, before CUDA_HOME was set
         cpp_ext.CUDA_HOME = b.cuda_home
 
+    libraries = _library_paths(p)
     try:
-        os.makedirs(p.build_dir, exist_ok=True)
+        for _, _, _, so in libraries:
+            os.makedirs(os.path.dirname(so), exist_ok=True)
     except OSError as err:
         raise ImportError(f"cuda_kernels (JIT): cannot create the build folder {p.build_dir}: {err}") from err
-    cold = not os.path.exists(so_path)
+    cold = not all(os.path.exists(so) for _, _, _, so in libraries)
     if cold or verbose:
         what = f"CUDA, archs {b.arch_list}" if b.with_cuda else "CPU only"
         print(
@@ -214,44 +233,50 @@ def load() -> ModuleType:
             file=sys.stderr,
             flush=True,
         )
-    # A binary cached by a build that linked its own static C++ runtime (setup.py's docstring says why that
-    # crashes): delete it, so that ninja links it again, now against the shared runtime.
-    if not cold and bc.cxx_runtime_problem(so_path):
-        os.remove(so_path)
-    logged = len(ninja_log(p.build_dir))
+    logged = {lib: len(ninja_log(os.path.dirname(so))) for lib, _, _, so in libraries}
     start = time.perf_counter()
-    try:
-        with _env(**b.build_env):
-            module = cpp_ext.load(
-                name=p.name,
-                sources=list(b.sources),
-                extra_cflags=list(b.cxx_flags),
-                extra_cuda_cflags=list(b.nvcc_flags) if b.with_cuda else None,
-                extra_ldflags=list(b.link_args),
-                extra_include_paths=list(b.include_dirs),
-                build_directory=p.build_dir,
-                verbose=verbose,
-                with_cuda=b.with_cuda,
-            )
-    except (RuntimeError, OSError, ValueError) as err:
-        raise ImportError(
-            f"cuda_kernels (JIT): building csrc/ in {p.build_dir} failed:\n{_first_failure(str(err))}"
-        ) from None
+    modules = []
+    for lib, sources, name, so in libraries:
+        # A binary cached by a build that linked its own static C++ runtime (setup.py's docstring says why that
+        # crashes): delete it, so that ninja links it again, now against the shared runtime.
+        if os.path.exists(so) and bc.cxx_runtime_problem(so):
+            os.remove(so)
+        cxx, nvcc = b.library_flags(lib)
+        cuda = lib == bc.CUDA_LIBRARY
+        try:
+            with _env(**b.build_env):
+                module = cpp_ext.load(
+                    name=name,
+                    sources=list(sources),
+                    extra_cflags=list(cxx),
+                    extra_cuda_cflags=list(nvcc) if cuda else None,
+                    extra_ldflags=list(b.link_args),
+                    extra_include_paths=list(b.include_dirs),
+                    build_directory=os.path.dirname(so),
+                    verbose=verbose,
+                    with_cuda=cuda,
+                )
+        except (RuntimeError, OSError, ValueError) as err:
+            raise ImportError(
+                f"cuda_kernels (JIT): building csrc/ in {os.path.dirname(so)} failed:\n{_first_failure(str(err))}"
+            ) from None
+        # load() has imported the module already; a binary with a static C++ runtime is refused all the same (and
+        # deleted) rather than crash later on an error message.
+        problem = bc.cxx_runtime_problem(so, rebuild="CUDA_KERNELS_JIT=1 python -c 'import cuda_kernels'")
+        if problem:
+            os.remove(so)
+            raise ImportError(f"{problem}\ncuda_kernels (JIT): deleted that binary.")
+        modules.append(module)
     seconds = time.perf_counter() - start
-    # load() has imported the module already; a binary with a static C++ runtime is refused all the same (and
-    # deleted) rather than crash later on an error message.
-    problem = bc.cxx_runtime_problem(so_path, rebuild="CUDA_KERNELS_JIT=1 python -c 'import cuda_kernels'")
-    if problem:
-        os.remove(so_path)
-        raise ImportError(f"{problem}\ncuda_kernels (JIT): deleted that binary.")
-    # Written only after a build that succeeded and passed the check: the next process imports it directly.
+    # Written only after builds that succeeded and passed the check: the next process imports them directly.
     with open(_fingerprint_path(p), "w") as f:
         f.write(digest + "\n")
+    compiled = [entry for lib, _, _, so in libraries for entry in ninja_log(os.path.dirname(so))[logged[lib] :]]
     LAST_LOAD.update(
         seconds=seconds, cold=cold, cached=False, build_dir=p.build_dir, name=p.name, tag=b.tag, with_cuda=b.with_cuda,
-        compiled=ninja_log(p.build_dir)[logged:],  # what this build ran: [(object or module, seconds)]
+        compiled=compiled,  # what this build ran: [(object or module, seconds)]
     )  # fmt: skip
     if cold or verbose:
         print(f"cuda_kernels: JIT build ready in {seconds:.1f} s", file=sys.stderr, flush=True)
-    _MODULE = module
-    return module
+    _MODULES = (modules[0], modules[1] if len(modules) > 1 else None)
+    return _MODULES

@@ -51,6 +51,7 @@ NEW_FILES = {
     "tests/ops/test_{name}.py": "test.py.tmpl",
 }
 OPS_H = "csrc/ops.h"
+CHECKS_H = "csrc/checks.h"
 API_CPP = "csrc/api.cpp"
 CUDA_OPS_CPP = "csrc/cuda/ops.cpp"
 OPS_PY = "cuda_kernels/ops.py"
@@ -61,6 +62,7 @@ BENCH_TABLE = "cuda_kernels/tools/bench/table.py"
 # __init__.py, where the import right below the marker (and __all__) is rewritten with the new name.
 MARKERS = {
     "declarations": "// cuda_kernels.new: declarations above this line",
+    "input_checks": "// cuda_kernels.new: input checks above this line",
     "schemas": "// cuda_kernels.new: schemas above this line",
     "op_names": "// cuda_kernels.new: op names above this line",
     "cpu_registrations": "// cuda_kernels.new: CPU registrations above this line",
@@ -75,11 +77,21 @@ MARKERS = {
 # What goes above each marker. ${name} is the op's name.
 OPS_H_DECLARATIONS = """\
 // ${name}(x): elementwise, any shape, float32/float64/float16/bfloat16; result contiguous.
-// csrc/cpu/${name}.cpp: the checks both devices run, and the CPU op.
-void check_${name}_input(const at::Tensor& x);
-at::Tensor ${name}_cpu(const at::Tensor& x);
-// csrc/cuda/ops.cpp: the check, then the kernels of csrc/cuda/${name}.cu.
-at::Tensor ${name}_cuda(const at::Tensor& x);
+// CPU: csrc/cpu/${name}.cpp. CUDA: csrc/cuda/ops.cpp, kernels in
+// csrc/cuda/${name}.cu.
+Tensor ${name}_cpu(const Tensor& x);
+Tensor ${name}_cuda(const Tensor& x);
+
+"""
+# csrc/checks.h: the input check both devices run (a header: the CPU and the CUDA library each compile it).
+CHECKS_H_INPUT = """\
+// Errors start with the op's name. An op with other needs (a shape, a second input) checks them here, and in its
+// fake kernel (cuda_kernels/ops.py), so that torch.compile reports the same error.
+inline void check_${name}_input(const Tensor& x) {
+  check_float_input("cuda_kernels.${name}", "x", x);
+  const std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+  check_output_fits("cuda_kernels.${name}", sizes, static_cast<int64_t>(x.element_size()));
+}
 
 """
 API_SCHEMA = """\
@@ -93,7 +105,7 @@ constexpr char k${Name}[] = "cuda_kernels.${name}";
 # host function, square_cuda's twin.
 CUDA_HEADER_INCLUDE = '#include "cuda/${name}.h"'
 CUDA_HOST_FUNCTION = """\
-at::Tensor ${name}_cuda(const at::Tensor& x) {
+Tensor ${name}_cuda(const Tensor& x) {
   check_${name}_input(x);
   namespace kernels = ${name}_launch;  // csrc/cuda/${name}.h
   const auto launch = [](const auto* in, auto* out, auto... rest) { return kernels::launch(in, out, rest...); };
@@ -102,11 +114,24 @@ at::Tensor ${name}_cuda(const at::Tensor& x) {
 
 """
 API_CPU_REGISTRATION = """\
-  m.impl("${name}", named<k${Name}, ${name}_cpu>);
+  m.impl("${name}", TORCH_BOX((named<k${Name}, ${name}_cpu>)));
 """
 API_CUDA_REGISTRATION = """\
-  m.impl("${name}", named<k${Name}, ${name}_cuda>);
+  m.impl("${name}", TORCH_BOX((named<k${Name}, ${name}_cuda>)));
 """
+COLUMN_LIMIT = 120  # .clang-format's
+
+
+def registration(template: str, name: str) -> str:
+    """A registration line; where it runs past the column limit, broken after the op's name as clang-format breaks
+    it (the rest aligned under the first argument), so the generated file is format-clean whatever the name."""
+    line = render(template, name)
+    if len(line.rstrip("\n")) <= COLUMN_LIMIT:
+        return line
+    head, rest = line.rstrip("\n").split(", ", 1)
+    return f"{head},\n{' ' * len('  m.impl(')}{rest}\n"
+
+
 OPS_PY_BLOCK = '''\
 # ---------------------------------------------------------------------------------------------------------
 # ${name} (python -m cuda_kernels.new)
@@ -373,6 +398,8 @@ def make_plan(name: str, root: Path) -> Plan:
 
     ops_h = insert_above(_read(root, OPS_H), "declarations", render(OPS_H_DECLARATIONS, name), OPS_H)
     plan.changed_files[OPS_H] = ops_h
+    checks = insert_above(_read(root, CHECKS_H), "input_checks", render(CHECKS_H_INPUT, name), CHECKS_H)
+    plan.changed_files[CHECKS_H] = checks
     api = _read(root, API_CPP)
     for key, block in (
         ("op_names", API_OP_NAME),
@@ -380,7 +407,8 @@ def make_plan(name: str, root: Path) -> Plan:
         ("cpu_registrations", API_CPU_REGISTRATION),
         ("cuda_registrations", API_CUDA_REGISTRATION),
     ):
-        api = insert_above(api, key, render(block, name), API_CPP)
+        text = registration(block, name) if key.endswith("_registrations") else render(block, name)
+        api = insert_above(api, key, text, API_CPP)
     plan.changed_files[API_CPP] = api
     ops_cpp = _read(root, CUDA_OPS_CPP)
     ops_cpp = insert_include(ops_cpp, "cuda_headers", render(CUDA_HEADER_INCLUDE, name), CUDA_OPS_CPP)

@@ -76,7 +76,8 @@ def replay(record: dict[str, Any], device: str | None = None) -> BaseException |
 
     args = _dump.unpack(record["args"], device)
     kwargs = _dump.unpack(record["kwargs"], device)
-    fn = getattr(cuda_kernels, record["op"])
+    # The op itself, with the arguments it got (the wrapper may have added some: matmul's allow_tf32).
+    fn = getattr(torch.ops.cuda_kernels, record["op"]).default
     cuda_kernels.set_dump_dir(None)  # the replayed failure must not write a new dump
     try:
         fn(*args, **kwargs)

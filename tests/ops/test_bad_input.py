@@ -155,7 +155,7 @@ def _build_cases() -> list[Case]:
         add(Case(f"mm-{name}", "matmul", make, Err(RuntimeError, rf"{MM}: {msg}")))
 
     # --- undefined (None) arguments and bad variants --------------------------------------------------------------
-    # square(None): no tensor to dispatch on, so it reaches square's autograd kernel (csrc/api.cpp), which says so.
+    # square(None): no tensor to dispatch on; the Python wrapper says so (cuda_kernels/ops.py).
     add(Case("sq-none", "square", lambda d: (None,),
              Err(RuntimeError, rf"{SQ}: x is an undefined tensor"), only=("cpu",)))  # fmt: skip
     add(Case("mm-none-a", "matmul", lambda d: (None, rand(2, 2, device=d)),

@@ -115,7 +115,8 @@ def test_square_gradcheck(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_square_autograd_records_only_when_needed(device):
-    """square's C++ autograd kernel (csrc/api.cpp) skips the graph when nothing needs it, and records it otherwise."""
+    """square's autograd (registered from Python, cuda_kernels/ops.py) skips the graph when nothing needs it, and
+    records it otherwise."""
     x = rand(6, device=device)
     assert cuda_kernels.square(x).grad_fn is None
     xg = x.clone().requires_grad_()
@@ -125,6 +126,19 @@ def test_square_autograd_records_only_when_needed(device):
     assert y.requires_grad and y.grad_fn is not None
     y.sum().backward()
     torch.testing.assert_close(xg.grad, 2 * x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_square_forward_mode_ad_is_refused(device):
+    """Forward-mode AD has no formula here: a dual tensor is a clear error, not a result without its tangent."""
+    from torch.autograd import forward_ad
+
+    x = rand(6, device=device)
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(x, torch.ones_like(x))
+        with pytest.raises(RuntimeError, match="cuda_kernels.square: forward-mode AD"):
+            cuda_kernels.square(dual)
+        torch.testing.assert_close(cuda_kernels.square(x), x * x)  # a plain tensor still works inside the level
 
 
 @pytest.mark.slow

@@ -205,8 +205,9 @@ def test_plan_without_cuda_says_why_and_asks_no_gpu(toolkit):
     plan = bc.build_plan({"WITH_CUDA": "0", "CUDA_HOME": toolkit}, fake_torch(caps=None))
     assert not plan.with_cuda and plan.why == "WITH_CUDA=0"
     assert plan.arch_list is None and plan.arch_why is None and plan.nvcc_flags == ()
-    assert "-DCUDA_KERNELS_WITH_CUDA=0" in plan.cxx_flags and "-DCUDA_KERNELS_ARCHS=none" in plan.cxx_flags
-    assert all(s.endswith(".cpp") for s in plan.sources) and plan.sources == tuple(bc.sources(False))
+    assert "-DCUDA_KERNELS_ARCHS=none" in plan.cxx_flags and set(bc.STABLE_DEFINES) <= set(plan.cxx_flags)
+    assert [lib for lib, _ in plan.libraries] == [bc.CPU_LIBRARY]
+    assert all(s.endswith(".cpp") for s in plan.sources) and plan.sources == tuple(bc.sources(False)[bc.CPU_LIBRARY])
     assert plan.variant == "cpu" and plan.tag.endswith("-torch2.14.1-cpu") and plan.tag.startswith("py3")
     assert "TORCH_CUDA_ARCH_LIST" not in plan.build_env and int(plan.build_env["MAX_JOBS"]) >= 1
     assert plan.cuda_home == toolkit  # still found: torch's cpp_extension is pointed at it either way
@@ -217,7 +218,8 @@ def test_plan_chooses_cuda_by_what_is_there(toolkit, monkeypatch):
     env = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a"}
     plan = bc.build_plan(env, fake_torch(caps=[(9, 0)]))
     assert plan.with_cuda and plan.why == f"CUDA toolkit at {toolkit}, torch built with CUDA 13.0 and a visible GPU"
-    assert plan.sources == tuple(bc.sources(True))
+    assert [lib for lib, _ in plan.libraries] == [bc.CPU_LIBRARY, bc.CUDA_LIBRARY]
+    assert dict(plan.libraries) == {lib: tuple(srcs) for lib, srcs in bc.sources(True).items()}
     plan = bc.build_plan(env, fake_torch(cuda=None, caps=None))  # a CPU-only torch: the driver is not asked
     assert not plan.with_cuda and plan.why == "torch 2.14.1+cpu is a CPU-only build"
     plan = bc.build_plan({"WITH_CUDA": "off", "CUDA_HOME": toolkit}, fake_torch(caps=None))
@@ -234,7 +236,7 @@ def test_no_gpu_visible_builds_cpu_only_unless_forced(toolkit):
     env = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "9.0a"}  # an arch list alone does not ask for CUDA
     plan = bc.build_plan(env, fake_torch(caps=[]))
     assert not plan.with_cuda and plan.arch_list is None and plan.nvcc_flags == () and plan.variant == "cpu"
-    assert plan.sources == tuple(bc.sources(False))
+    assert plan.sources == tuple(bc.sources(False)[bc.CPU_LIBRARY])
     report = plan.report()
     assert report[0] == (
         "cuda_kernels: building the CPU-only extension (no GPU visible; WITH_CUDA=1 builds the CUDA kernels anyway, "
@@ -359,13 +361,11 @@ import setuptools
 from setuptools.dist import Distribution
 out = {}
 def fake_setup(**kw):
-    (ext,) = kw["ext_modules"]
-    cmd = kw["cmdclass"]["build_ext"](Distribution({"ext_modules": [ext], "script_name": "setup.py"}))
-    cmd.ensure_finalized()
-    out.update(libraries=ext.libraries, sources=ext.sources, include_dirs=ext.include_dirs,
-               extra_compile_args=ext.extra_compile_args, extra_link_args=ext.extra_link_args,
-               build_temp=cmd.build_temp,
-               env={k: os.environ.get(k) for k in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CUDA_HOME")})
+    out["exts"] = [dict(name=ext.name, libraries=ext.libraries, sources=ext.sources, include_dirs=ext.include_dirs,
+                        extra_compile_args=ext.extra_compile_args, extra_link_args=ext.extra_link_args,
+                        py_limited_api=ext.py_limited_api) for ext in kw["ext_modules"]]
+    out["wheel"] = kw["options"]["bdist_wheel"]
+    out["env"] = {k: os.environ.get(k) for k in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CUDA_HOME")}
 setuptools.setup = fake_setup
 sys.argv = ["setup.py", "--version"]
 runpy.run_path("setup.py", run_name="__main__")
@@ -394,18 +394,23 @@ def test_setup_py_and_the_jit_build_the_same_plan(switches, monkeypatch, tmp_pat
         [sys.executable, "-c", CAPTURE_SETUP], cwd=bc.ROOT, env=dict(os.environ), capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ext = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
     plan = bc.build_plan()
     jit = _jit.plan().build
     assert {k: v for k, v in vars(jit).items() if k != "torch"} == {k: v for k, v in vars(plan).items() if k != "torch"}
 
-    assert ("torch_cuda" in ext["libraries"]) == plan.with_cuda  # a CUDAExtension, or a CppExtension
-    assert [os.path.join(bc.ROOT, s) for s in ext["sources"]] == list(plan.sources)
-    assert ext["include_dirs"][: len(plan.include_dirs)] == list(plan.include_dirs)
-    assert ext["extra_compile_args"]["cxx"] == list(plan.cxx_flags)
-    assert ext["extra_compile_args"].get("nvcc", []) == list(plan.nvcc_flags)
-    assert ext["extra_link_args"] == list(plan.link_args)
-    assert ext["build_temp"] == os.path.join(bc.ROOT, "build", plan.variant)
+    assert [ext["name"] for ext in out["exts"]] == [f"cuda_kernels.{lib}" for lib, _ in plan.libraries]
+    assert out["wheel"] == {"py_limited_api": bc.PY_LIMITED_API_TAG}
+    for ext, (lib, sources) in zip(out["exts"], plan.libraries, strict=True):
+        cxx, nvcc = plan.library_flags(lib)
+        assert ("torch_cuda" in ext["libraries"]) == (lib == bc.CUDA_LIBRARY)  # a CUDAExtension, or a CppExtension
+        assert [os.path.join(bc.ROOT, s) for s in ext["sources"]] == list(sources)
+        assert ext["include_dirs"][: len(plan.include_dirs)] == list(plan.include_dirs)
+        assert ext["extra_compile_args"]["cxx"] == list(cxx)
+        assert ext["extra_compile_args"].get("nvcc", []) == list(nvcc)
+        assert ext["extra_link_args"] == list(plan.link_args)
+        assert ext["py_limited_api"]
+    ext = out
     assert {k: v for k, v in ext["env"].items() if k != "CUDA_HOME"} == {
         "TORCH_CUDA_ARCH_LIST": plan.build_env.get("TORCH_CUDA_ARCH_LIST"),
         "MAX_JOBS": "2",
@@ -420,15 +425,16 @@ def test_max_jobs(env):
 
 
 def test_sources_cover_every_kernel_file():
-    cpu = bc.sources(with_cuda=False)
-    cuda = bc.sources(with_cuda=True)
+    cpu = bc.sources(with_cuda=False)[bc.CPU_LIBRARY]
+    libs = bc.sources(with_cuda=True)
     assert all(s.endswith(".cpp") for s in cpu) and any(s.endswith("api.cpp") for s in cpu)
-    assert set(cpu) < set(cuda) and any(s.endswith("square.cu") for s in cuda)
+    assert libs[bc.CPU_LIBRARY] == cpu and any(s.endswith("square.cu") for s in libs[bc.CUDA_LIBRARY])
 
 
 def test_sources_take_every_file_of_the_layout(tmp_path):
-    """Every top-level .cpp (the registry, autograd, build info, the module), the CPU folder, and with CUDA every .cpp
-    and .cu under csrc/cuda/ at any depth; headers and other files are not compiled, nor CPU subfolders."""
+    """The CPU library: every top-level .cpp (the registry, build info, the module) and the CPU folder; with CUDA,
+    the CUDA library: the registry and the module again, and every .cpp and .cu under csrc/cuda/ at any depth.
+    Headers and other files are not compiled, nor CPU subfolders."""
     files = ["api.cpp", "autograd.cpp", "build_info.cpp", "module.cpp", "ops.h", "notes.md", "cpu/square.cpp",
              "cpu/capability.h", "cpu/extra/skipped.cpp", "cuda/ops.cpp", "cuda/square.cu", "cuda/utils.cuh",
              "cuda/matmul/dispatch.cpp", "cuda/matmul/matvec.cu", "cuda/matmul/hopper.cuh",
@@ -437,16 +443,21 @@ def test_sources_take_every_file_of_the_layout(tmp_path):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("")
     cpu = ["api.cpp", "autograd.cpp", "build_info.cpp", "module.cpp", "cpu/square.cpp"]
-    cuda = ["cuda/matmul/dispatch.cpp", "cuda/ops.cpp", "cuda/matmul/ladder/01_tiled.cu", "cuda/matmul/matvec.cu",
-            "cuda/square.cu"]  # fmt: skip
-    assert [os.path.relpath(s, tmp_path) for s in bc.sources(False, str(tmp_path))] == cpu
-    assert [os.path.relpath(s, tmp_path) for s in bc.sources(True, str(tmp_path))] == cpu + cuda
+    cuda = ["api.cpp", "module.cpp", "cuda/matmul/dispatch.cpp", "cuda/ops.cpp", "cuda/matmul/ladder/01_tiled.cu",
+            "cuda/matmul/matvec.cu", "cuda/square.cu"]  # fmt: skip
+
+    def rel(libs: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {lib: [os.path.relpath(s, tmp_path) for s in srcs] for lib, srcs in libs.items()}
+
+    assert rel(bc.sources(False, str(tmp_path))) == {bc.CPU_LIBRARY: cpu}
+    assert rel(bc.sources(True, str(tmp_path))) == {bc.CPU_LIBRARY: cpu, bc.CUDA_LIBRARY: cuda}
 
 
-# Headers a kernel file may reach: CUDA's, the standard library's, c10's scalar types, and the project's own light
-# headers. ATen, torch and the rest of c10 cost 10-40 s per nvcc pass of every file that includes them
-# (csrc/cuda/matmul/args.h); the .cpp files beside the kernels (ladder.cpp, ops.cpp, errors.cpp) include them instead.
-LIGHT_C10_HEADERS = {"c10/util/Half.h", "c10/util/BFloat16.h"}
+# Headers a kernel file may reach: CUDA's, the standard library's, the scalar types, and the project's own light
+# headers. ATen, torch and c10 cost 10-40 s per nvcc pass of every file that includes them (csrc/cuda/matmul/args.h);
+# the .cpp files beside the kernels (dispatch.cpp, ops.cpp, errors.cpp) include torch's stable-ABI headers instead.
+# The scalar types, header-only (the stable ABI's: torch/headeronly/).
+LIGHT_C10_HEADERS = {"torch/headeronly/util/Half.h", "torch/headeronly/util/BFloat16.h"}
 
 
 def _heavy_includes(path: str, seen: set[str], csrc: str = bc.CSRC) -> list[str]:

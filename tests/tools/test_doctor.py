@@ -69,18 +69,21 @@ def test_driver_too_old() -> None:
     assert line and "update the driver" in line
 
 
-def test_built_against_another_torch() -> None:
-    assert doctor.check_built_torch("2.14.1", "2.14.1+cu130") is None
-    line = doctor.check_built_torch("2.11.0", "2.14.1+cu130")
-    assert line and "2.11.0" in line and "rebuild" in line
+def test_torch_older_than_the_stable_abi_target() -> None:
+    """The stable ABI runs the binary under its target torch and every later one: only an older torch is a problem."""
+    assert doctor.check_torch_target("2.11", "2.11.0+cu130") is None
+    assert doctor.check_torch_target("2.11", "2.15.0") is None
+    line = doctor.check_torch_target("2.11", "2.10.1+cpu")
+    assert line and "2.11" in line and "2.10.1+cpu" in line
 
 
 def test_build_kind_against_the_machine() -> None:
-    assert doctor.check_built_cuda(True, "13.0", "13.0", 1) is None
-    assert doctor.check_built_cuda(False, None, "13.0", 0) is None  # CPU-only build, no GPU: fine
-    assert "WITH_CUDA=1" in doctor.check_built_cuda(False, None, "13.0", 1)
-    assert "WITH_CUDA=0" in doctor.check_built_cuda(True, "13.0", None, 0)
-    assert "CUDA 12.8" in doctor.check_built_cuda(True, "12.8", "13.0", 1)
+    assert doctor.check_built_cuda(True, True, "13.0", "13.0", 1) is None
+    assert doctor.check_built_cuda(False, False, None, "13.0", 0) is None  # CPU-only build, no GPU: fine
+    assert "WITH_CUDA=1" in doctor.check_built_cuda(False, False, None, "13.0", 1)
+    # A CUDA build under a CPU-only torch: its CUDA library is left unloaded, which is no problem.
+    assert doctor.check_built_cuda(True, False, None, None, 0) is None
+    assert "CUDA 12.8" in doctor.check_built_cuda(True, True, "12.8", "13.0", 1)
 
 
 def test_import_errors_are_explained() -> None:
@@ -119,9 +122,11 @@ def facts(**changes) -> doctor.Facts:
             "archs": ["8.0", "9.0a"],
             "debug": False,
             "torch": "2.14.1",
+            "torch_target": "2.11",
             "cuda_version": "13.0",
             "torch_runtime": "2.14.1+cu130",
-            "path": "/x/_C.so",
+            "path": "/x/_C.abi3.so",
+            "cuda_path": "/x/_C_cuda.abi3.so",
         },
         load_error=None,
     )

@@ -105,7 +105,7 @@ def test_replay_in_process_rebuilds_the_call(dump_dir, capsys) -> None:
     error_of(cuda_kernels.matmul, a, torch.randn(3, 2, dtype=torch.float64), variant=0)
     assert DUMP_NOTICE + "matmul call" in capsys.readouterr().err
     record = replay.load(dumps(dump_dir)[0])
-    assert record["kwargs"] == {"variant": 0}
+    assert record["kwargs"] == {"variant": 0, "allow_tf32": False}  # what the op got (the wrapper adds TF32)
     assert record["args"][0]["stride"] == [1, 3]
     err = replay.replay(record)
     assert isinstance(err, RuntimeError) and str(err) == record["exception"]["message"]

@@ -54,6 +54,11 @@ def run_jit(cache: str, **env: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def cpu_library(build_dir: str) -> str:
+    """The CPU library's folder in a JIT build folder (each library has its own)."""
+    return os.path.join(build_dir, bc.CPU_LIBRARY)
+
+
 def ninja_log(build_dir: str) -> list[str]:
     """The outputs ninja built, in order (one entry per command run; the log is only appended to)."""
     with open(os.path.join(build_dir, ".ninja_log")) as f:
@@ -83,9 +88,9 @@ def test_cold_build_loads_the_jit_module(cold: dict) -> None:
 @pytest.mark.slow
 def test_warm_load_does_not_recompile(cold: dict) -> None:
     build_dir = cold["load"]["build_dir"]
-    before = ninja_log(build_dir)
+    before = ninja_log(cpu_library(build_dir))
     warm = run_jit(os.path.dirname(build_dir))
-    assert ninja_log(build_dir) == before, "a warm import ran the compiler"
+    assert ninja_log(cpu_library(build_dir)) == before, "a warm import ran the compiler"
     assert warm["load"]["cold"] is False and warm["build_info"]["mode"] == "jit"
     assert warm["load"]["cached"] is True, "nothing changed: the fingerprint must match and skip torch's load()"
     assert "torch.utils.cpp_extension" not in warm["modules"], "the warm path imported the build machinery"
@@ -101,10 +106,10 @@ def test_a_stale_object_is_the_only_one_rebuilt(cold: dict) -> None:
     build_dir = cold["load"]["build_dir"]
     with open(os.path.join(build_dir, cold["load"]["name"] + ".fingerprint"), "w") as f:
         f.write("an edit\n")
-    os.utime(os.path.join(build_dir, "square.o"), (0, 0))
-    before = ninja_log(build_dir)
+    os.utime(os.path.join(cpu_library(build_dir), "square.o"), (0, 0))
+    before = ninja_log(cpu_library(build_dir))
     again = run_jit(os.path.dirname(build_dir))
-    rebuilt = ninja_log(build_dir)[len(before) :]
+    rebuilt = ninja_log(cpu_library(build_dir))[len(before) :]
     assert sorted(rebuilt) == sorted(["square.o", again["load"]["name"] + ".so"])
     assert again["square_ok"] and again["matmul_ok"] and again["load"]["cached"] is False
 
@@ -142,12 +147,12 @@ def test_a_cached_binary_with_its_own_cxx_runtime_is_linked_again(cold: dict, tm
     from test_build_config import tiny_library
 
     build_dir = cold["load"]["build_dir"]
-    so_path = os.path.join(build_dir, cold["load"]["name"] + ".so")
+    so_path = os.path.join(cpu_library(build_dir), cold["load"]["name"] + ".so")
     shutil.copy(tiny_library(str(tmp_path), "static", "-static-libstdc++"), so_path)
     assert bc.cxx_runtime_problem(so_path) is not None
-    before = ninja_log(build_dir)
+    before = ninja_log(cpu_library(build_dir))
     again = run_jit(os.path.dirname(build_dir))
-    assert ninja_log(build_dir)[len(before) :] == [cold["load"]["name"] + ".so"]  # linked again, nothing compiled
+    assert ninja_log(cpu_library(build_dir))[len(before) :] == [cold["load"]["name"] + ".so"]  # linked again only
     assert bc.cxx_runtime_problem(so_path) is None
     assert again["square_ok"] and again["matmul_ok"]
 
@@ -226,7 +231,7 @@ def test_a_build_that_cannot_be_planned_is_an_import_error(
     # compiles anything or creates its cache folder.
     if toolkit and torch.version.cuda is None:
         pytest.skip("a CPU-only torch refuses WITH_CUDA=1 before the arch list is read")
-    monkeypatch.setattr(_jit, "_MODULE", None)
+    monkeypatch.setattr(_jit, "_MODULES", None)
     monkeypatch.setattr(bc, "find_cuda_home", lambda env=None: toolkit)
     monkeypatch.setenv("CUDA_KERNELS_JIT_DIR", str(tmp_path / "cache"))
     for var, value in switches.items():

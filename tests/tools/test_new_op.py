@@ -151,7 +151,7 @@ def test_generates_files_and_insertions(repo, capsys):
     assert code == 0, err
     after = hashes(repo)
     new_files = {"csrc/cuda/scale2.cu", "csrc/cuda/scale2.h", "csrc/cpu/scale2.cpp", "tests/ops/test_scale2.py"}
-    changed = {new.OPS_H, new.API_CPP, new.CUDA_OPS_CPP, new.OPS_PY, new.INIT_PY, new.BENCH_TABLE}
+    changed = {new.OPS_H, new.CHECKS_H, new.API_CPP, new.CUDA_OPS_CPP, new.OPS_PY, new.INIT_PY, new.BENCH_TABLE}
     assert set(after) - set(before) == new_files
     assert {rel for rel in before if after[rel] != before[rel]} == changed
     for rel in sorted(new_files | changed):
@@ -171,16 +171,20 @@ def test_generates_files_and_insertions(repo, capsys):
         assert len(at) == 1, (rel, key)
         return "\n".join(lines[: at[0]])
 
-    assert above(new.OPS_H, "declarations").rstrip().endswith("at::Tensor scale2_cuda(const at::Tensor& x);")
-    assert "void check_scale2_input(const at::Tensor& x);" in text(new.OPS_H)
+    assert "Tensor scale2_cuda(const Tensor& x);" in above(new.OPS_H, "declarations").rstrip().splitlines()[-1]
+    assert "inline void check_scale2_input(const Tensor& x) {" in above(new.CHECKS_H, "input_checks")
     assert above(new.API_CPP, "schemas").endswith('  m.def("scale2(Tensor x) -> Tensor");')
     assert above(new.API_CPP, "op_names").endswith('constexpr char kScale2[] = "cuda_kernels.scale2";')
-    assert above(new.API_CPP, "cpu_registrations").endswith('  m.impl("scale2", named<kScale2, scale2_cpu>);')
-    assert above(new.API_CPP, "cuda_registrations").endswith('  m.impl("scale2", named<kScale2, scale2_cuda>);')
+    assert above(new.API_CPP, "cpu_registrations").endswith(
+        '  m.impl("scale2", TORCH_BOX((named<kScale2, scale2_cpu>)));'
+    )
+    assert above(new.API_CPP, "cuda_registrations").endswith(
+        '  m.impl("scale2", TORCH_BOX((named<kScale2, scale2_cuda>)));'
+    )
     assert above(new.CUDA_OPS_CPP, "cuda_headers").endswith('#include "cuda/scale2.h"')
     host = above(new.CUDA_OPS_CPP, "cuda_host").rstrip()
     assert host.endswith("  return elementwise_cuda(x, kernels::kThreads, launch);\n}")
-    assert "at::Tensor scale2_cuda(const at::Tensor& x) {\n  check_scale2_input(x);" in host
+    assert "Tensor scale2_cuda(const Tensor& x) {\n  check_scale2_input(x);" in host
     # The kernel file is light: no ATen, torch or c10 header beyond c10's scalar types (test_build_config's check).
     assert _heavy_includes(str(repo / "csrc" / "cuda" / "scale2.cu"), set(), str(repo / "csrc")) == []
     ops_py = above(new.OPS_PY, "ops_py")
@@ -217,7 +221,7 @@ def test_second_op_goes_after_the_first(repo, capsys):
     for first, second in [
         ('m.def("op2(', 'm.def("op10('),
         ("constexpr char kOp2[]", "constexpr char kOp10[]"),
-        ('m.impl("op2", named<kOp2, op2_cuda>)', 'm.impl("op10", named<kOp10, op10_cuda>)'),
+        ('m.impl("op2", TORCH_BOX((named<kOp2, op2_cuda>)))', 'm.impl("op10", TORCH_BOX((named<kOp10, op10_cuda>)))'),
     ]:
         assert api.index(first) < api.index(second)
     ops_py = (repo / new.OPS_PY).read_text()
@@ -250,7 +254,14 @@ FORMAT_NAMES = ["a", "op10", ("ab_" * new.MAX_NAME_LEN)[: new.MAX_NAME_LEN - 1] 
 def test_generated_cpp_is_clang_format_clean(repo, capsys, name):
     clang_format = _tool("clang-format")
     assert run_new(capsys, name, "--root", str(repo))[0] == 0
-    files = [f"csrc/cuda/{name}.cu", f"csrc/cuda/{name}.h", f"csrc/cpu/{name}.cpp", new.OPS_H, new.API_CPP]
+    files = [
+        f"csrc/cuda/{name}.cu",
+        f"csrc/cuda/{name}.h",
+        f"csrc/cpu/{name}.cpp",
+        new.OPS_H,
+        new.CHECKS_H,
+        new.API_CPP,
+    ]
     files.append(new.CUDA_OPS_CPP)
     proc = subprocess.run([clang_format, "--dry-run", "-Werror", *files], cwd=repo, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

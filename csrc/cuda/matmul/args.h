@@ -7,8 +7,8 @@
 // turns tensors into Args and is compiled once, by the host compiler.
 #pragma once
 
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
 
 #include <cstddef>
 #include <cstdint>

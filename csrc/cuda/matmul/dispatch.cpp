@@ -8,17 +8,10 @@
 //    raw-pointer Args (args.h) and calls one.
 //  - the answers to the Python package's questions (csrc/api.cpp registers them as private ops): the kernels,
 //    which one runs here and why (cuda_kernels.build_info(), the doctor, the tests), and the tuning knobs.
-// It holds no kernel, so the host compiler alone builds it, once; the kernel files include no ATen header.
-#include <ATen/Context.h>
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
-#include <ATen/ops/zeros.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+// It holds no kernel, so the host compiler alone builds it, once; the kernel files include no torch header.
 #include <cuda_runtime_api.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
 #include <functional>
@@ -29,8 +22,10 @@
 #include <vector>
 
 #include "checks.h"
+#include "cuda/errors.h"
 #include "cuda/matmul/args.h"
 #include "cuda/matmul/tuning.h"
+#include "cuda/stream.h"
 #include "ops.h"
 
 #ifndef CUDA_KERNELS_ARCHS
@@ -111,43 +106,44 @@ static_assert(kKernels[kNumKernels - 1].variant == kNumKernels, "variant N is ro
 // ---------------------------------------------------------------------------------------------------------------
 
 // The launchers' Dtype of a dtype check_matmul_inputs accepts, and back.
-Dtype ladder_dtype(at::ScalarType t) {
+Dtype ladder_dtype(ScalarType t) {
   switch (t) {
-    case at::kFloat:
+    case ScalarType::Float:
       return Dtype::kFloat32;
-    case at::kDouble:
+    case ScalarType::Double:
       return Dtype::kFloat64;
-    case at::kHalf:
+    case ScalarType::Half:
       return Dtype::kFloat16;
-    case at::kBFloat16:
+    case ScalarType::BFloat16:
       return Dtype::kBFloat16;
     default:
-      TORCH_CHECK(false, "cuda_kernels.matmul: the CUDA kernels do not compute ", t);
+      CUDA_KERNELS_CHECK(false, "cuda_kernels.matmul: the CUDA kernels do not compute ", t);
   }
 }
-at::ScalarType scalar_type_of(Dtype d) {
+ScalarType scalar_type_of(Dtype d) {
   switch (d) {
     case Dtype::kFloat32:
-      return at::kFloat;
+      return ScalarType::Float;
     case Dtype::kFloat64:
-      return at::kDouble;
+      return ScalarType::Double;
     case Dtype::kFloat16:
-      return at::kHalf;
+      return ScalarType::Half;
     case Dtype::kBFloat16:
-      return at::kBFloat16;
+      return ScalarType::BFloat16;
   }
-  return at::kFloat;
+  return ScalarType::Float;
 }
-constexpr at::ScalarType kAllScalarTypes[] = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
+constexpr ScalarType kAllScalarTypes[] = {ScalarType::Float, ScalarType::Double, ScalarType::Half,
+                                          ScalarType::BFloat16};
 
 // t's bit in a kernel's `dtypes` mask; 0 for dtypes the kernels do not know.
-unsigned dtype_bit_of(at::ScalarType t) {
+unsigned dtype_bit_of(ScalarType t) {
   return is_supported_float(t) ? dtype_bit(ladder_dtype(t)) : 0u;
 }
 
 // torch's name of a dtype ("float32", not ScalarType's "Float"), as users write it.
-const char* dtype_name_of(at::ScalarType t) {
-  return is_supported_float(t) ? matmul_ladder::dtype_name(ladder_dtype(t)) : c10::toString(t);
+const char* dtype_name_of(ScalarType t) {
+  return is_supported_float(t) ? matmul_ladder::dtype_name(ladder_dtype(t)) : toString(t);
 }
 
 // The GPU a call runs on, as the kernels' needs see it.
@@ -159,16 +155,19 @@ struct GpuInfo {
 
 // The GPU at `device` (-1: the current one), read once per device (every matmul call asks).
 const GpuInfo& gpu_info(int64_t device) {
-  const int64_t count = c10::cuda::device_count();
-  TORCH_CHECK(device >= -1 && device < count, "cuda_kernels.matmul: no CUDA device ", device, " (", count, " visible)");
-  const int index = device == -1 ? c10::cuda::current_device() : static_cast<int>(device);
+  int count = 0;
+  CUDA_KERNELS_CUDA_CHECK(cudaGetDeviceCount(&count));
+  CUDA_KERNELS_CHECK(device >= -1 && device < count, "cuda_kernels.matmul: no CUDA device ", device, " (", count,
+                     " visible)");
+  int index = static_cast<int>(device);
+  if (device == -1) CUDA_KERNELS_CUDA_CHECK(cudaGetDevice(&index));
   constexpr int kMaxDevices = 64;
   static std::once_flag read[kMaxDevices];
   static GpuInfo cache[kMaxDevices];
   static thread_local GpuInfo uncached;  // devices beyond kMaxDevices: read every time
   const auto read_into = [index](GpuInfo& info) {
     cudaDeviceProp prop;
-    C10_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    CUDA_KERNELS_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
     info = {index, prop.major * 10 + prop.minor, prop.name};
   };
   if (index >= kMaxDevices) {
@@ -177,12 +176,6 @@ const GpuInfo& gpu_info(int64_t device) {
   }
   std::call_once(read[index], read_into, std::ref(cache[index]));
   return cache[index];
-}
-
-// Whether torch allows TF32 for float32 matmul now (torch.backends.cuda.matmul.allow_tf32, or the float32 matmul
-// precision "high"/"medium"): what torch.mm reads before calling cuBLAS.
-bool tf32_allowed() {
-  return at::globalContext().allowTF32CuBLAS();
 }
 
 // The CUDA archs this binary was compiled for, from the build's arch tag (cuda_kernels/tools/build_config.py
@@ -210,12 +203,12 @@ std::string built_archs() {
 // What `kernel` needs that a call with `dtype` on `gpu` does not have, as the end of a sentence that starts with
 // the kernel ("supports float16 and bfloat16, got float32"); empty when it can run.
 // tf32: whether torch allows TF32 for float32 matmul now.
-std::string unmet_need(const Kernel& kernel, at::ScalarType dtype, const GpuInfo& gpu, bool tf32) {
+std::string unmet_need(const Kernel& kernel, ScalarType dtype, const GpuInfo& gpu, bool tf32) {
   if (!(kernel.dtypes & dtype_bit_of(dtype))) {
     std::string takes;
     int n = 0, count = 0;
-    for (const at::ScalarType t : kAllScalarTypes) count += (kernel.dtypes & dtype_bit_of(t)) ? 1 : 0;
-    for (const at::ScalarType t : kAllScalarTypes) {
+    for (const ScalarType t : kAllScalarTypes) count += (kernel.dtypes & dtype_bit_of(t)) ? 1 : 0;
+    for (const ScalarType t : kAllScalarTypes) {
       if (!(kernel.dtypes & dtype_bit_of(t))) continue;
       takes += std::string(n == 0 ? "" : n == count - 1 ? " and " : ", ") + dtype_name_of(t);
       ++n;
@@ -241,18 +234,18 @@ std::string unmet_need(const Kernel& kernel, at::ScalarType dtype, const GpuInfo
 
 // variant = 0 (auto) or a kernel that can run `dtype` on `gpu`; anything else is an error naming the op, the
 // kernel and why, e.g. "cuda_kernels.matmul: variant 7 (07_mma_sync) supports float16 and bfloat16, got float32".
-void check_variant(int64_t variant, at::ScalarType dtype, const GpuInfo& gpu, bool tf32) {
+void check_variant(int64_t variant, ScalarType dtype, const GpuInfo& gpu, bool tf32) {
   constexpr const char* op = "cuda_kernels.matmul";
   if (variant < 0 || variant > kNumKernels) {
     std::string known;
     for (const Kernel& k : kKernels)
       known += (known.empty() ? "" : ", ") + std::to_string(k.variant) + " (" + k.name + ")";
-    TORCH_CHECK(false, op, ": unknown variant ", variant, "; use 0 (auto) or one of ", known);
+    CUDA_KERNELS_CHECK(false, op, ": unknown variant ", variant, "; use 0 (auto) or one of ", known);
   }
   if (variant == 0) return;
   const Kernel& kernel = kKernels[variant - 1];
   const std::string why_not = unmet_need(kernel, dtype, gpu, tf32);
-  TORCH_CHECK(why_not.empty(), op, ": variant ", variant, " (", kernel.name, ") ", why_not);
+  CUDA_KERNELS_CHECK(why_not.empty(), op, ": variant ", variant, " (", kernel.name, ") ", why_not);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -271,8 +264,7 @@ void check_variant(int64_t variant, at::ScalarType dtype, const GpuInfo& gpu, bo
 //    - float32 otherwise: 06_async_pipeline, the fastest CUDA-core step at every shape measured (docs/matmul.md).
 // shape: the output's (M, N), or nullptr to ask about large outputs (build_info, the doctor).
 // *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
-const Kernel& pick_kernel(at::ScalarType dtype, const GpuInfo& gpu, bool tf32, const int64_t* shape,
-                          std::string* reason) {
+const Kernel& pick_kernel(ScalarType dtype, const GpuInfo& gpu, bool tf32, const int64_t* shape, std::string* reason) {
   const bool skinny = shape != nullptr && std::min(shape[0], shape[1]) <= kSkinnyMaxSide;
   // The kernel made for skinny outputs that runs here (nullptr: none): skinny outputs take it; the reason names it
   // for the others.
@@ -282,7 +274,7 @@ const Kernel& pick_kernel(at::ScalarType dtype, const GpuInfo& gpu, bool tf32, c
   }
   const std::string where = "compute " + std::to_string(gpu.cc / 10) + "." + std::to_string(gpu.cc % 10) + " (" +
                             gpu.name + "), " + dtype_name_of(dtype) +
-                            (dtype == at::kFloat && tf32 ? " (TF32 allowed)" : "");
+                            (dtype == ScalarType::Float && tf32 ? " (TF32 allowed)" : "");
   const std::string max_side = std::to_string(kSkinnyMaxSide);
   if (skinny && skinny_kernel != nullptr) {
     if (reason) *reason = where + ", M or N <= " + max_side + ": the kernel for such outputs";
@@ -306,7 +298,7 @@ const Kernel& pick_kernel(at::ScalarType dtype, const GpuInfo& gpu, bool tf32, c
       skipped += (skipped.empty() ? "" : ", ") + std::string(k.name) + " (" + why_not + ")";
   }
   // Unreachable: 01_tiled takes every dtype on every GPU.
-  TORCH_CHECK(false, "cuda_kernels.matmul: no kernel can run ", dtype, " here: ", skipped);
+  CUDA_KERNELS_CHECK(false, "cuda_kernels.matmul: no kernel can run ", dtype, " here: ", skipped);
   return kKernels[0];
 }
 
@@ -318,83 +310,82 @@ const Kernel& pick_kernel(at::ScalarType dtype, const GpuInfo& gpu, bool tf32, c
 // allocator takes it back for later work on the same stream.
 class TensorWorkspace final : public matmul_ladder::Workspace {
  public:
-  explicit TensorWorkspace(const at::TensorOptions& options) : options_(options) {}
+  explicit TensorWorkspace(const Tensor& like) : like_(like) {}
 
   void* alloc(std::size_t bytes) override {
-    keep_.push_back(at::empty({static_cast<int64_t>(bytes)}, options_.dtype(at::kByte)));
+    const int64_t size[1] = {static_cast<int64_t>(bytes)};
+    keep_.push_back(torch::stable::new_empty(like_, size, ScalarType::Byte));
     return keep_.back().mutable_data_ptr();
   }
 
   void* copy_2d(const void* src, Dtype dtype, int64_t rows, int64_t cols, int64_t s0, int64_t s1,
                 int64_t pitch) override {
-    TORCH_CHECK(pitch >= cols, "cuda_kernels.matmul: a copy's pitch ", pitch, " is less than its ", cols, " columns");
-    const at::TensorOptions options = options_.dtype(scalar_type_of(dtype));
-    // A view of src (read below; the copy is an ordinary ATen copy on the current stream). Naming its device
-    // spares from_blob asking the driver which device owns the pointer (cudaPointerGetAttributes) on every copy.
-    const at::Tensor from = at::for_blob(const_cast<void*>(src), {rows, cols})
-                                .strides({s0, s1})
-                                .options(options)
-                                .target_device(options.device())
-                                .make_tensor();
-    keep_.push_back(at::empty({rows, pitch}, options));
-    keep_.back().narrow(1, 0, cols).copy_(from);
+    CUDA_KERNELS_CHECK(pitch >= cols, "cuda_kernels.matmul: a copy's pitch ", pitch, " is less than its ", cols,
+                       " columns");
+    const ScalarType type = scalar_type_of(dtype);
+    // A view of src (read below; the copy is an ordinary torch copy on the current stream).
+    const int64_t sizes[2] = {rows, cols}, strides[2] = {s0, s1}, padded[2] = {rows, pitch};
+    const Tensor from = torch::stable::from_blob(const_cast<void*>(src), sizes, strides, like_.device(), type);
+    keep_.push_back(torch::stable::new_empty(like_, padded, type));
+    Tensor into = torch::stable::narrow(keep_.back(), 1, 0, cols);
+    torch::stable::copy_(into, from);
     return keep_.back().mutable_data_ptr();
   }
 
  private:
-  at::TensorOptions options_;
-  std::vector<at::Tensor> keep_;
+  Tensor like_;  // the output: the workspace's device
+  std::vector<Tensor> keep_;
 };
 
 // Runs `kernel` (its needs checked) on a (M, K) and b (K, N) into c, allocated (M, N) row-major; M, N, K >= 1.
 // Copies a and b to row-major first when the kernel needs it.
-void launch(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& c, const Kernel& kernel) {
+void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& kernel) {
   const bool row_major = kernel.requirements & kRowMajorInputs;
-  const at::Tensor a = row_major ? a_in.contiguous() : a_in;
-  const at::Tensor b = row_major ? b_in.contiguous() : b_in;
+  const Tensor a = row_major ? torch::stable::contiguous(a_in) : a_in;
+  const Tensor b = row_major ? torch::stable::contiguous(b_in) : b_in;
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  TensorWorkspace workspace(c.options());
+  const int device = c.get_device_index();
+  TensorWorkspace workspace(c);
   matmul_ladder::Args args{ladder_dtype(a.scalar_type()), a.const_data_ptr(), b.const_data_ptr(), c.mutable_data_ptr(),
                            M, N, K,
                            // Row-major kernels are promised the row-major strides, even where a size-1 dim of a
                            // contiguous tensor carries another stride.
                            row_major ? K : a.stride(0), row_major ? 1 : a.stride(1), row_major ? N : b.stride(0),
-                           row_major ? 1 : b.stride(1), c.get_device(),
-                           c10::cuda::getCurrentCUDAStream(c.get_device()).stream(), &workspace};
+                           row_major ? 1 : b.stride(1), device, current_stream(device), &workspace};
   kernel.launch(args);
 }
 
-// A dtype name of the queries as (dtype, TF32 allowed): "float32+tf32" is float32 with TF32 allowed, any other
-// name takes TF32 as torch allows it now.
-std::pair<at::ScalarType, bool> parse_dtype(const std::string& name_in) {
+// A dtype name of the queries as (dtype, TF32 allowed): "float32+tf32" is float32 with TF32 allowed (the Python
+// package names float32 so when torch allows TF32; the binary cannot ask torch).
+std::pair<ScalarType, bool> parse_dtype(const std::string& name_in) {
   std::string name = name_in.rfind("torch.", 0) == 0 ? name_in.substr(6) : name_in;
   constexpr const char* kTf32Suffix = "+tf32";
   const bool tf32_suffix = name == std::string("float32") + kTf32Suffix;
   if (tf32_suffix) name = "float32";
-  const bool tf32 = tf32_suffix || tf32_allowed();
-  if (name == "float32" || name == "float") return {at::kFloat, tf32};
-  if (name == "float64" || name == "double") return {at::kDouble, tf32};
-  if (name == "float16" || name == "half") return {at::kHalf, tf32};
-  if (name == "bfloat16") return {at::kBFloat16, tf32};
-  TORCH_CHECK(false, "cuda_kernels.matmul: unknown dtype name '", name_in,
-              "'; use float32, float32+tf32, float64, float16 or bfloat16");
-  return {at::kFloat, tf32};
+  const bool tf32 = tf32_suffix;
+  if (name == "float32" || name == "float") return {ScalarType::Float, tf32};
+  if (name == "float64" || name == "double") return {ScalarType::Double, tf32};
+  if (name == "float16" || name == "half") return {ScalarType::Half, tf32};
+  if (name == "bfloat16") return {ScalarType::BFloat16, tf32};
+  CUDA_KERNELS_CHECK(false, "cuda_kernels.matmul: unknown dtype name '", name_in,
+                     "'; use float32, float32+tf32, float64, float16 or bfloat16");
+  return {ScalarType::Float, tf32};
 }
 
 }  // namespace
 
-at::Tensor matmul_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant) {
+Tensor matmul_cuda(const Tensor& a, const Tensor& b, int64_t variant, bool allow_tf32) {
   check_matmul_inputs(a, b);
-  const GpuInfo& gpu = gpu_info(a.device().index());
-  const bool tf32 = a.scalar_type() == at::kFloat && tf32_allowed();
+  const GpuInfo& gpu = gpu_info(a.get_device_index());
+  const bool tf32 = a.scalar_type() == ScalarType::Float && allow_tf32;
   check_variant(variant, a.scalar_type(), gpu, tf32);
-  const c10::cuda::CUDAGuard guard(a.device());
+  const torch::stable::accelerator::DeviceGuard guard(a.get_device_index());
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const int64_t shape[2] = {M, N};
   // K = 0 never reaches a kernel (they assume K >= 1): an empty sum is 0, as in torch.mm.
-  if (K == 0) return at::zeros({M, N}, a.options());
-  at::Tensor c = at::empty({M, N}, a.options());
+  if (K == 0) return torch::stable::new_zeros(a, shape);
+  Tensor c = new_empty(a, shape);
   if (M > 0 && N > 0) {
-    const int64_t shape[2] = {M, N};
     const Kernel& kernel =
         variant == 0 ? pick_kernel(a.scalar_type(), gpu, tf32, shape, nullptr) : kKernels[variant - 1];
     launch(a, b, c, kernel);
@@ -413,7 +404,7 @@ std::tuple<std::vector<int64_t>, std::vector<std::string>, std::vector<std::stri
     variants.push_back(k.variant);
     names.emplace_back(k.name);
     std::string takes;
-    for (const at::ScalarType t : kAllScalarTypes) {
+    for (const ScalarType t : kAllScalarTypes) {
       if (k.dtypes & dtype_bit_of(t)) takes += (takes.empty() ? "" : ",") + std::string(dtype_name_of(t));
     }
     dtypes.push_back(takes);
@@ -421,21 +412,26 @@ std::tuple<std::vector<int64_t>, std::vector<std::string>, std::vector<std::stri
   return out;
 }
 
-std::tuple<int64_t, std::string, std::string> matmul_default_kernel(const std::string& dtype_name, int64_t device) {
+std::tuple<int64_t, std::string, std::string> matmul_default_kernel(std::string dtype_name, int64_t device) {
   std::string reason;
   const auto [dtype, tf32] = parse_dtype(dtype_name);
   const Kernel& kernel = pick_kernel(dtype, gpu_info(device), tf32, nullptr, &reason);
   return {kernel.variant, kernel.name, reason};
 }
 
-std::string matmul_unmet_need(int64_t variant, const std::string& dtype_name, int64_t device) {
-  TORCH_CHECK(variant >= 1 && variant <= kNumKernels, "cuda_kernels.matmul: unknown variant ", variant);
+std::string matmul_unmet_need(int64_t variant, std::string dtype_name, int64_t device) {
+  CUDA_KERNELS_CHECK(variant >= 1 && variant <= kNumKernels, "cuda_kernels.matmul: unknown variant ", variant);
   const auto [dtype, tf32] = parse_dtype(dtype_name);
   return unmet_need(kKernels[variant - 1], dtype, gpu_info(device), tf32);
 }
 
-std::string matmul_tuning(const std::string& knob, const std::string& value) {
+std::string matmul_tuning(std::string knob, std::string value) {
   return matmul_ladder::set_tuning(knob, value);
+}
+
+std::string cuda_build_version() {
+  // CUDART_VERSION is e.g. 13000 for 13.0.
+  return std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
 }
 
 }  // namespace cuda_kernels

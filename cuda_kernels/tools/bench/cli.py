@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 
@@ -131,7 +132,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--threshold", type=float, default=0.10, help="--compare: a case this much slower fails the run (default 0.10)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--host",
+        action="store_true",
+        help="time the host cost per call on tiny inputs instead (square and matmul against torch, CPU and CUDA, "
+        "with and without requires_grad; cuda_kernels/tools/bench/host.py); --json writes {env, host}",
+    )
     return parser
+
+
+def run_host(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """--host: the host-time table, and with --json {env, host: rows}."""
+    from cuda_kernels.tools.bench import host
+
+    rows = host.host_times()
+    print("\n".join(host.format_rows(rows)))
+    if args.json:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        env = collect_env(device, {"argv": sys.argv[1:] if argv is None else list(argv), "method": "host clock"})
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"env": env, "host": host.as_records(rows)}, indent=1) + "\n")
+    return 0
 
 
 def cpu_only_build_notice() -> str:
@@ -233,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     notice = cpu_only_build_notice()
     if notice:
         print(notice, flush=True)
+    if args.host:
+        return run_host(args, argv)
     try:
         device = pick_device(args.device)
         cases = select_cases(args, device)
