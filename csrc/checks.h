@@ -52,7 +52,7 @@ constexpr auto named = &Named<kOp, kFn>::call;
 // trip through the dispatcher (a boxed call of aten::new_empty), through the C shim's allocator entry point, which on
 // tiny tensors is a visible share of an op's host time (docs/benchmarks.md, "Host time per call").
 template <typename Sizes>
-Tensor new_empty(const Tensor& like, const Sizes& sizes) {
+Tensor new_output(const Tensor& like, const Sizes& sizes) {
   int32_t dtype = 0, device_type = 0, device_index = 0;
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype));
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
@@ -100,24 +100,20 @@ template <typename Sizes>
 void check_output_fits(const char* op, const Sizes& sizes, int64_t itemsize) {
   uint64_t bytes = static_cast<uint64_t>(itemsize);
   bool overflow = false;
+  for (const int64_t s : sizes) overflow = overflow || __builtin_mul_overflow(bytes, static_cast<uint64_t>(s), &bytes);
+  overflow = overflow || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (!overflow) return;
   std::ostringstream shape;
   shape << "[";
-  bool first = true;
-  for (const int64_t s : sizes) {
-    overflow = overflow || __builtin_mul_overflow(bytes, static_cast<uint64_t>(s), &bytes);
-    shape << (first ? "" : ", ") << s;
-    first = false;
-  }
+  for (auto it = std::begin(sizes); it != std::end(sizes); ++it) shape << (it == std::begin(sizes) ? "" : ", ") << *it;
   shape << "]";
-  overflow = overflow || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  CUDA_KERNELS_CHECK(!overflow, op, ": the output would have shape ", shape.str(), " (", itemsize,
-                     " bytes per element): more bytes than a tensor can hold (2^63 - 1)");
+  fail(op, ": the output would have shape ", shape.str(), " (", itemsize,
+       " bytes per element): more bytes than a tensor can hold (2^63 - 1)");
 }
 
 inline void check_square_input(const Tensor& x) {
   check_float_input("cuda_kernels.square", "x", x);
-  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
-  check_output_fits("cuda_kernels.square", sizes, static_cast<int64_t>(x.element_size()));
+  check_output_fits("cuda_kernels.square", x.sizes(), static_cast<int64_t>(x.element_size()));
 }
 
 inline void check_matmul_inputs(const Tensor& a, const Tensor& b) {

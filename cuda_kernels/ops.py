@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -32,28 +34,57 @@ def set_dump_dir(path: str | os.PathLike | None) -> None:
     _DUMP_DIR = None if path is None else os.fspath(path)
 
 
-# The autograd formulas are registered from Python (torch.library.register_autograd: the stable ABI has no C++
-# autograd), and torch then runs a Python kernel for the Autograd key on every call, gradients or not: a few
-# microseconds of host time (docs/benchmarks.md, "Host time per call"). Where that kernel would only pass the call
-# on, the wrappers skip it, as torch's own C++ autograd kernels skip building a node: no input requires grad (or
-# grad mode is off), no forward-mode AD, and not while torch.compile traces the wrapper (it traces the op as it is).
+# The autograd formulas are registered from Python (the stable ABI has no C++ autograd), twice over: with torch
+# (torch.library.register_autograd), for direct torch.ops.cuda_kernels.<op> calls and torch.compile; and as a
+# torch.autograd.Function, which the wrappers call in eager mode because it costs the calling thread less than
+# half the registered kernel's host time. Without gradients to record the wrappers skip the
+# autograd layer altogether, as torch's own C++ autograd kernels do (docs/benchmarks.md, "Host time per call").
 _BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
 
 
-def _no_autograd(op: str, *tensors: Tensor) -> bool:
-    """Whether the autograd layer has nothing to record for a call with these inputs (see above). Forward-mode AD is
-    refused with a clear error: the Python autograd layer would drop the tangent without a word."""
-    # Dual tensors (forward-mode AD) exist only inside a forward_ad.dual_level(), which sets the current level.
-    if _forward_ad._current_level >= 0:
-        for t in tensors:
-            torch._check(
-                _forward_ad.unpack_dual(t).tangent is None,
-                lambda: f"{op}: forward-mode AD (a dual tensor) is not supported; use reverse mode (backward)",
-            )
-        return False
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return False
-    return not torch.compiler.is_compiling()
+class _Op:
+    """An op as its wrapper calls it: `_Op("square", backward, setup_context)` registers the formula (backward and
+    setup_context as torch.library.register_autograd takes them), and `_Op(...)(*args)` (all the schema's arguments,
+    positional) runs the op with the cheapest autograd layer that is correct for the call."""
+
+    def __init__(self, name: str, backward: Callable[..., Any], setup_context: Callable[..., None]) -> None:
+        self.name = f"cuda_kernels.{name}"
+        self.op = getattr(torch.ops.cuda_kernels, name).default
+        torch.library.register_autograd(f"cuda_kernels::{name}", backward, setup_context=setup_context)
+        op = self.op
+
+        class Function(torch.autograd.Function):
+            # forward takes ctx (no separate setup_context staticmethod): that form is the cheaper one to apply.
+            @staticmethod
+            def forward(ctx: Any, *args: Any) -> Any:
+                with _BELOW_AUTOGRAD():
+                    output = op(*args)
+                setup_context(ctx, args, output)
+                return output
+
+            @staticmethod
+            def backward(ctx: Any, *grads: Any) -> Any:
+                return backward(ctx, *grads)
+
+        self.function = Function
+
+    def __call__(self, *args: Any) -> Any:
+        if torch.compiler.is_compiling():  # traced as the registered op: compile's autograd uses the formula
+            return self.op(*args)
+        tensors = [t for t in args if isinstance(t, Tensor)]
+        # Dual tensors (forward-mode AD) exist only inside a forward_ad.dual_level(), which sets the current level.
+        # Neither autograd layer has a forward-mode formula: refuse a tangent rather than drop it without a word.
+        if _forward_ad._current_level >= 0:
+            for t in tensors:
+                torch._check(
+                    _forward_ad.unpack_dual(t).tangent is None,
+                    lambda: f"{self.name}: forward-mode AD (a dual tensor) is not supported; use reverse mode",
+                )
+            return self.op(*args)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            return self.function.apply(*args)
+        with _BELOW_AUTOGRAD():
+            return self.op(*args)
 
 
 def _check_float(op: str, name: str, t: Tensor) -> None:
@@ -91,11 +122,8 @@ def square(x: Tensor) -> Tensor:
     if x is None:  # no tensor to dispatch on: the dispatcher's own error would not name the op
         raise RuntimeError("cuda_kernels.square: x is an undefined tensor")
     if _DUMP_DIR is None:
-        if _no_autograd("cuda_kernels.square", x):
-            with _BELOW_AUTOGRAD():
-                return torch.ops.cuda_kernels.square.default(x)
-        return torch.ops.cuda_kernels.square.default(x)
-    return _dump.call_and_dump(_DUMP_DIR, "square", torch.ops.cuda_kernels.square.default, x)
+        return _SQUARE(x)
+    return _dump.call_and_dump(_DUMP_DIR, "square", _SQUARE.op, x)
 
 
 @torch.library.register_fake("cuda_kernels::square")
@@ -116,9 +144,7 @@ def _square_backward(ctx, grad: Tensor) -> Tensor:
     return grad * 2 * x
 
 
-# Autograd formulas are registered from Python: the stable ABI has no C++ autograd. The layer this adds runs on
-# every call, gradients or not (docs/benchmarks.md, "Host time per call", has what it costs).
-torch.library.register_autograd("cuda_kernels::square", _square_backward, setup_context=_square_setup_context)
+_SQUARE = _Op("square", _square_backward, _square_setup_context)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -149,13 +175,8 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
     # binary cannot ask torch itself (the stable ABI has no such call), so the op takes it as an argument.
     tf32 = torch.backends.cuda.matmul.allow_tf32
     if _DUMP_DIR is None:
-        if isinstance(a, Tensor) and isinstance(b, Tensor) and _no_autograd("cuda_kernels.matmul", a, b):
-            with _BELOW_AUTOGRAD():
-                return torch.ops.cuda_kernels.matmul.default(a, b, variant, tf32)
-        return torch.ops.cuda_kernels.matmul.default(a, b, variant, tf32)
-    return _dump.call_and_dump(
-        _DUMP_DIR, "matmul", torch.ops.cuda_kernels.matmul.default, a, b, variant=variant, allow_tf32=tf32
-    )
+        return _MATMUL(a, b, variant, tf32)
+    return _dump.call_and_dump(_DUMP_DIR, "matmul", _MATMUL.op, a, b, variant=variant, allow_tf32=tf32)
 
 
 @torch.library.register_fake("cuda_kernels::matmul")
@@ -270,7 +291,7 @@ def _matmul_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, N
     return grad_a, grad_b, None, None
 
 
-torch.library.register_autograd("cuda_kernels::matmul", _matmul_backward, setup_context=_matmul_setup_context)
+_MATMUL = _Op("matmul", _matmul_backward, _matmul_setup_context)
 
 
 # cuda_kernels.new: ops above this line

@@ -57,7 +57,7 @@ Tensor matmul_cpu(const Tensor& a, const Tensor& b, int64_t variant, bool /*allo
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   const int64_t shape[2] = {M, N};
   if (K == 0) return torch::stable::new_zeros(a, shape);  // an empty sum is 0, as in torch.mm
-  Tensor c = new_empty(a, shape);
+  Tensor c = new_output(a, shape);
   if (M == 0 || N == 0) return c;
   matmul_kernel()(a.scalar_type(), a.const_data_ptr(), a.stride(0), a.stride(1), b.const_data_ptr(), b.stride(0),
                   b.stride(1), c.mutable_data_ptr(), M, N, K, cpu::torch_threads());

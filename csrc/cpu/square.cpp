@@ -85,7 +85,7 @@ void square_strided(const Tensor& x, scalar_t* out) {
 
 Tensor square_cpu(const Tensor& x) {
   check_square_input(x);
-  Tensor out = new_empty(x, x.sizes());
+  Tensor out = new_output(x, x.sizes());
   if (x.numel() == 0) return out;
   if (x.is_contiguous()) {
     square_contiguous_kernel()(x.scalar_type(), x.const_data_ptr(), out.mutable_data_ptr(), x.numel(),

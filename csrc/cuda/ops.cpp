@@ -55,7 +55,7 @@ template <typename Launch>
 Tensor elementwise_cuda(const Tensor& x_in, int threads, const Launch& launch) {
   const int device = x_in.get_device_index();
   const torch::stable::accelerator::DeviceGuard guard(device);
-  Tensor out = new_empty(x_in, x_in.sizes());
+  Tensor out = new_output(x_in, x_in.sizes());
   if (x_in.numel() == 0) return out;
   StridedLayout layout = x_in.is_contiguous() ? StridedLayout{} : coalesce(x_in);
   // Rare: more non-mergeable dims than the strided kernel carries; copy to contiguous first.

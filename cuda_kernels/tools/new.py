@@ -5,13 +5,14 @@
     python -m cuda_kernels.new NAME --root PATH  # a checkout other than the one this package lives in
 
 New files: csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths and their launcher, with no ATen header:
-an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a plain
-at::parallel_for kernel and the input checks both devices run), tests/ops/test_NAME.py (devices x dtypes against a torch
-reference, opcheck, gradcheck, torch.compile, bad input). Insertions, each above a marker line (MARKERS): the
-declarations in csrc/ops.h; the op's name constant, the schema and the CPU and CUDA registrations in
-csrc/api.cpp; the CUDA host function (the input check, then square's elementwise_cuda: guard, output, layout, dtype
-switch) and the kernel header's include in csrc/cuda/ops.cpp; the Python wrapper, fake kernel and autograd formula in
-cuda_kernels/ops.py; the export in cuda_kernels/__init__.py; the benchmark entry in cuda_kernels/tools/bench/table.py.
+an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a
+torch::stable::parallel_for kernel), tests/ops/test_NAME.py (devices x dtypes against a torch reference, opcheck,
+gradcheck, torch.compile, bad input). Insertions, each above a marker line (MARKERS): the input check both devices
+run in csrc/checks.h; the declarations in csrc/ops.h; the op's name constant, the schema and the CPU and CUDA
+registrations in csrc/api.cpp; the CUDA host function (the input check, then square's elementwise_cuda: guard,
+output, layout, dtype switch) and the kernel header's include in csrc/cuda/ops.cpp; the Python wrapper, fake kernel
+and autograd formula in cuda_kernels/ops.py; the export in cuda_kernels/__init__.py; the benchmark entry in
+cuda_kernels/tools/bench/table.py.
 
 The generated op computes the placeholder x * 2 (backward: 2 * grad) for float32/float64/float16/bfloat16 tensors of
 any shape and strides, on the CPU and CUDA; every place to edit for the real math is marked TODO(NAME).
@@ -89,8 +90,7 @@ CHECKS_H_INPUT = """\
 // fake kernel (cuda_kernels/ops.py), so that torch.compile reports the same error.
 inline void check_${name}_input(const Tensor& x) {
   check_float_input("cuda_kernels.${name}", "x", x);
-  const std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
-  check_output_fits("cuda_kernels.${name}", sizes, static_cast<int64_t>(x.element_size()));
+  check_output_fits("cuda_kernels.${name}", x.sizes(), static_cast<int64_t>(x.element_size()));
 }
 
 """
@@ -145,10 +145,9 @@ def ${name}(x: Tensor) -> Tensor:
     Returns:
         A contiguous tensor of x's shape, dtype and device. float16/bfloat16 are computed in float32.
     """
-    op = torch.ops.cuda_kernels.${name}.default
     if _DUMP_DIR is None:
-        return op(x)
-    return _dump.call_and_dump(_DUMP_DIR, "${name}", op, x)
+        return _${NAME}(x)
+    return _dump.call_and_dump(_DUMP_DIR, "${name}", _${NAME}.op, x)
 
 
 @torch.library.register_fake("cuda_kernels::${name}")
@@ -169,10 +168,10 @@ def _${name}_backward(ctx, grad: Tensor) -> Tensor:
     return grad * 2
 
 
-torch.library.register_autograd(
-    "cuda_kernels::${name}",
+_${NAME} = _Op(
+    "${name}",
     _${name}_backward,
-    setup_context=_${name}_setup_context,
+    _${name}_setup_context,
 )
 
 
@@ -218,10 +217,11 @@ def default_root() -> Path:
 
 
 def render(template: str, name: str) -> str:
-    """template with ${name} replaced by the op's name and ${Name} by its CamelCase (scale_shift: ScaleShift), as
-    C++ constants are named (string.Template: a stray $ raises)."""
+    """template with ${name} replaced by the op's name, ${Name} by its CamelCase (scale_shift: ScaleShift), as
+    C++ constants are named, and ${NAME} by its upper case, as ops.py names an op's _Op (string.Template: a stray $
+    raises)."""
     camel = "".join(part.capitalize() for part in name.split("_"))
-    return string.Template(template).substitute(name=name, Name=camel)
+    return string.Template(template).substitute(name=name, Name=camel, NAME=name.upper())
 
 
 def check_name(name: str) -> None:

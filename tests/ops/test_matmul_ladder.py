@@ -493,7 +493,10 @@ def test_tf32_step_needs_tf32_allowed():
 
 def test_default_step_names_dtypes():
     if not EXT_HAS_CUDA:
-        assert matmul_default_kernel("bfloat16")[:2] == (0, "") and "no CUDA kernels" in matmul_default_kernel("bfloat16")[2]
+        assert (
+            matmul_default_kernel("bfloat16")[:2] == (0, "")
+            and "no CUDA kernels" in matmul_default_kernel("bfloat16")[2]
+        )
     elif torch.cuda.is_available():
         unknown = rf"{OP}: unknown dtype name 'int8'; use float32, float32\+tf32, float64, float16"
         with pytest.raises(RuntimeError, match=unknown):

@@ -191,7 +191,7 @@ def test_generates_files_and_insertions(repo, capsys):
     for piece in [
         "def scale2(x: Tensor) -> Tensor:",
         '@torch.library.register_fake("cuda_kernels::scale2")',
-        'torch.library.register_autograd(\n    "cuda_kernels::scale2",',
+        '_SCALE2 = _Op(\n    "scale2",\n    _scale2_backward,',
     ]:
         assert piece in ops_py
     init = text(new.INIT_PY)

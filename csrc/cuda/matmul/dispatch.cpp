@@ -384,7 +384,7 @@ Tensor matmul_cuda(const Tensor& a, const Tensor& b, int64_t variant, bool allow
   const int64_t shape[2] = {M, N};
   // K = 0 never reaches a kernel (they assume K >= 1): an empty sum is 0, as in torch.mm.
   if (K == 0) return torch::stable::new_zeros(a, shape);
-  Tensor c = new_empty(a, shape);
+  Tensor c = new_output(a, shape);
   if (M > 0 && N > 0) {
     const Kernel& kernel =
         variant == 0 ? pick_kernel(a.scalar_type(), gpu, tf32, shape, nullptr) : kKernels[variant - 1];
