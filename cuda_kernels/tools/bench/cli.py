@@ -9,7 +9,6 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 
@@ -150,8 +149,7 @@ def run_host(args: argparse.Namespace, argv: list[str] | None) -> int:
     if args.json:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         env = collect_env(device, {"argv": sys.argv[1:] if argv is None else list(argv), "method": "host clock"})
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"env": env, "host": host.as_records(rows)}, indent=1) + "\n")
+        write_json(args.json, env, host.as_records(rows), key="host")
     return 0
 
 

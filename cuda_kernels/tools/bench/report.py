@@ -179,11 +179,11 @@ def format_table(records: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def write_json(path: str | Path, env: dict[str, Any], records: list[dict[str, Any]]) -> None:
-    """{"env": {...}, "records": [...]} (records: RECORD_FIELDS)."""
+def write_json(path: str | Path, env: dict[str, Any], records: list[dict[str, Any]], key: str = "records") -> None:
+    """{"env": {...}, "records": [...]} (records: RECORD_FIELDS; --host writes its rows under "host")."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
-        json.dump({"env": env, "records": records}, f, indent=1)
+        json.dump({"env": env, key: records}, f, indent=1)
         f.write("\n")
 
 
