@@ -115,6 +115,21 @@ class BuildExt(BuildExtension):
     """Keeps objects in a persistent build/<variant>/<library> folder, so ninja recompiles only what changed (one
     folder per library: both compile csrc/api.cpp and csrc/module.cpp, with different flags)."""
 
+    def run(self):
+        super().run()
+        if self.inplace:
+            self.remove_stale_binaries()
+
+    def remove_stale_binaries(self):
+        """Deletes the package's binaries this build did not make: Python would import them beside the new ones (the
+        CUDA library left by a CUDA build after a CPU-only rebuild), or instead of them (a _C.cpython-*.so of a build
+        before the stable ABI, whose suffix Python tries before .abi3.so)."""
+        made = {os.path.basename(self.get_ext_filename(ext.name)) for ext in self.extensions}
+        for path in Path(ROOT, "cuda_kernels").glob("_C*.so"):
+            if path.name not in made:
+                print(f"cuda_kernels: removing {path.name}, a binary this build does not make")
+                path.unlink()
+
     def build_extension(self, ext):
         self.build_temp = os.path.join(ROOT, "build", plan.variant, ext.name.split(".")[-1])
         # setuptools links into build/lib* and copies to the source tree afterwards: a binary refused here never

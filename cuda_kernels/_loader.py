@@ -10,10 +10,12 @@ through the build config.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import mmap
 import os
 import struct
+import sys
 from types import ModuleType
 from typing import NoReturn
 
@@ -59,17 +61,30 @@ def torch_too_old(version: str, target: tuple[int, int] = TORCH_TARGET) -> str |
     )
 
 
-def _import_checked(name: str) -> ModuleType:
-    """Imports cuda_kernels.<name> after refusing a binary with its own static C++ runtime (it would load, then crash
-    on the first error message that formats a number); ImportError with one line of advice otherwise."""
-    spec = importlib.util.find_spec(f"cuda_kernels.{name}")
-    problem = cxx_runtime_problem(spec.origin) if spec is not None and spec.origin else None
+def _find_library(name: str) -> importlib.machinery.ModuleSpec | None:
+    """The spec of cuda_kernels.<name> in this package's own folder, or None. Only there: an editable install of
+    another checkout adds an import hook that would otherwise supply a library this copy lacks (its CUDA library
+    beside this copy's CPU-only build)."""
+    return importlib.machinery.PathFinder.find_spec(f"cuda_kernels.{name}", [os.path.dirname(__file__)])
+
+
+def _import_checked(spec: importlib.machinery.ModuleSpec) -> ModuleType:
+    """Imports a library after refusing a binary with its own static C++ runtime (it would load, then crash on the
+    first error message that formats a number); ImportError with one line of advice otherwise."""
+    problem = cxx_runtime_problem(spec.origin) if spec.origin else None
     if problem:
         raise ImportError(problem)
     try:
-        return importlib.import_module(f"cuda_kernels.{name}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
     except ImportError as err:
+        sys.modules.pop(spec.name, None)
         raise ImportError(explain_import_error(err)) from err
+    package, _, name = spec.name.rpartition(".")
+    if package in sys.modules:  # as an import statement would: cuda_kernels._C is an attribute of the package
+        setattr(sys.modules[package], name, module)
+    return module
 
 
 def load_extension(jit: bool) -> tuple[ModuleType, ModuleType | None, str]:
@@ -87,9 +102,12 @@ def load_extension(jit: bool) -> tuple[ModuleType, ModuleType | None, str]:
 
         cpu, cuda = load_jit()
         return cpu, cuda, "jit"
-    cpu = _import_checked("_C")
-    has_cuda_library = importlib.util.find_spec("cuda_kernels._C_cuda") is not None
-    cuda = _import_checked("_C_cuda") if torch.version.cuda and has_cuda_library else None
+    cpu_spec = _find_library("_C")
+    if cpu_spec is None:
+        raise ImportError(explain_import_error(ModuleNotFoundError("No module named 'cuda_kernels._C'")))
+    cpu = _import_checked(cpu_spec)
+    cuda_spec = _find_library("_C_cuda") if torch.version.cuda else None
+    cuda = _import_checked(cuda_spec) if cuda_spec is not None else None
     return cpu, cuda, "installed"
 
 

@@ -386,7 +386,7 @@ def test_generated_host_function_compiles(generated):
     compiler parses ops.cpp with torch's and CUDA's include paths."""
     from torch.utils.cpp_extension import include_paths
 
-    from cuda_kernels.tools.build_config import find_cuda_home
+    from cuda_kernels.tools.build_config import CUDA_LIBRARY_DEFINES, STABLE_DEFINES, find_cuda_home
 
     cuda_home = find_cuda_home()
     if cuda_home is None:
@@ -398,6 +398,8 @@ def test_generated_host_function_compiles(generated):
         cxx,
         "-std=c++20",
         "-fsyntax-only",
+        *STABLE_DEFINES,
+        *CUDA_LIBRARY_DEFINES,  # as the CUDA library compiles it
         "-I" + str(generated / "csrc"),
         "-I" + os.path.join(cuda_home, "include"),
     ]
