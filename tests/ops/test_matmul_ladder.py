@@ -153,15 +153,16 @@ def test_variants_listed_in_order():
     assert len(steps) >= 8, steps
     assert [v for v, _ in steps] == list(range(1, len(steps) + 1))
     matmul_dir = Path(__file__).resolve().parents[2] / "csrc" / "cuda" / "matmul"
+    has_sources = matmul_dir.is_dir()  # not where the tests run against an installed wheel
     for v, name in steps:
         # The ladder's steps are "NN_what", the number the variant, in csrc/cuda/matmul/ladder/<name>.cu(h); the
         # special cases after them are named for what they do, in csrc/cuda/matmul/<name>.cu.
         if re.fullmatch(r"\d\d_[a-z0-9_]+", name):
             assert int(name[:2]) == v, (v, name)
-            assert list((matmul_dir / "ladder").glob(f"{name}.cu*")), name
+            assert not has_sources or list((matmul_dir / "ladder").glob(f"{name}.cu*")), name
         else:
             assert v > max(int(n[:2]) for _, n in steps if n[:2].isdigit()), (v, name)  # after every rung
-            assert (matmul_dir / f"{name}.cu").is_file(), name
+            assert not has_sources or (matmul_dir / f"{name}.cu").is_file(), name
     assert steps[0][1] == "01_tiled"
 
 
