@@ -12,6 +12,8 @@
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
@@ -48,6 +50,46 @@ struct Named<kOp, kFn> {
 template <const char* kOp, auto kFn>
 constexpr auto named = &Named<kOp, kFn>::call;
 
+// A tensor's shape as torch prints it: "[3, 4]".
+inline std::string shape_str(const Tensor& t) {
+  std::ostringstream out;
+  out << "[";
+  for (int64_t d = 0; d < t.dim(); ++d) out << (d ? ", " : "") << t.size(d);
+  out << "]";
+  return out.str();
+}
+
+// A tensor's device as torch prints it: "cpu", "cuda:0".
+inline std::string device_str(const Tensor& t) {
+  if (t.is_cpu()) return "cpu";
+  return (t.is_cuda() ? std::string("cuda:") : std::string("device:")) + std::to_string(t.get_device_index());
+}
+
+// Torch's message for the shim call that just failed, or nullptr: torch_exception_get_what_without_backtrace came
+// in torch 2.13, after this build's target, so it is looked up at run time (as the stable ABI's own
+// TORCH_DYNAMIC_VERSION_CALL does, a macro that torch 2.11's headers lack); older torches print the message to stderr.
+inline const char* torch_error_message() {
+  using Getter = const char* (*)();
+  static const auto getter =
+      reinterpret_cast<Getter>(dlsym(RTLD_DEFAULT, "torch_exception_get_what_without_backtrace"));
+  return getter != nullptr ? getter() : nullptr;
+}
+
+// Raises the error of an output that torch's allocator refused (out of memory, usually), naming its shape, bytes and
+// device, with torch's own message where the running torch passes it on.
+[[noreturn]] inline void output_allocation_failed(const Tensor& like, const std::vector<int64_t>& size) {
+  const char* message = torch_error_message();
+  int64_t bytes = static_cast<int64_t>(like.element_size());
+  for (const int64_t s : size) bytes *= s;
+  std::ostringstream shape;
+  shape << "[";
+  for (size_t d = 0; d < size.size(); ++d) shape << (d ? ", " : "") << size[d];
+  shape << "]";
+  fail("could not allocate the output (shape ", shape.str(), ", ", bytes, " bytes on ", device_str(like), "): ",
+       message != nullptr ? message
+                          : "torch's allocator failed; its message is on stderr (torch < 2.13 keeps it there)");
+}
+
 // A new contiguous tensor of `sizes` with like's dtype and device, uninitialized: torch::stable::new_empty without its
 // trip through the dispatcher (a boxed call of aten::new_empty), through the C shim's allocator entry point, which on
 // tiny tensors is a visible share of an op's host time (docs/benchmarks.md, "Host time per call").
@@ -63,24 +105,11 @@ Tensor new_output(const Tensor& like, const Sizes& sizes) {
     strides[d] = strides[d + 1] * std::max<int64_t>(size[d + 1], 1);
   }
   AtenTensorHandle out = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(size.size()), size.data(), strides.data(),
-                                                         dtype, device_type, device_index, &out));
+  if (aoti_torch_empty_strided(static_cast<int64_t>(size.size()), size.data(), strides.data(), dtype, device_type,
+                               device_index, &out) != AOTI_TORCH_SUCCESS) {
+    output_allocation_failed(like, size);
+  }
   return Tensor(out);
-}
-
-// A tensor's shape as torch prints it: "[3, 4]".
-inline std::string shape_str(const Tensor& t) {
-  std::ostringstream out;
-  out << "[";
-  for (int64_t d = 0; d < t.dim(); ++d) out << (d ? ", " : "") << t.size(d);
-  out << "]";
-  return out.str();
-}
-
-// A tensor's device as torch prints it: "cpu", "cuda:0".
-inline std::string device_str(const Tensor& t) {
-  if (t.is_cpu()) return "cpu";
-  return (t.is_cuda() ? std::string("cuda:") : std::string("device:")) + std::to_string(t.get_device_index());
 }
 
 inline bool is_supported_float(ScalarType t) {
