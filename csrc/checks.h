@@ -96,9 +96,9 @@ inline const char* torch_error_message() {
 template <typename Sizes>
 Tensor new_output(const Tensor& like, const Sizes& sizes) {
   int32_t dtype = 0, device_type = 0, device_index = 0;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype));
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(like.get(), &dtype));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(like.get(), &device_index));
   const std::vector<int64_t> size(std::begin(sizes), std::end(sizes));
   std::vector<int64_t> strides(size.size(), 1);
   for (int64_t d = static_cast<int64_t>(size.size()) - 2; d >= 0; --d) {

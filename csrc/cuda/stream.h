@@ -11,7 +11,7 @@ namespace cuda_kernels {
 
 inline cudaStream_t current_stream(int device) {
   void* stream = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &stream));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(device, &stream));
   return static_cast<cudaStream_t>(stream);
 }
 
