@@ -15,6 +15,8 @@ namespace cuda_kernels {
 namespace {
 constexpr char kSquare[] = "cuda_kernels.square";
 constexpr char kMatmul[] = "cuda_kernels.matmul";
+constexpr char kRmsNorm[] = "cuda_kernels.rms_norm";
+constexpr char kRmsNormBackward[] = "cuda_kernels.rms_norm_backward";
 // cuda_kernels.new: op names above this line
 }  // namespace
 
@@ -23,6 +25,8 @@ constexpr char kMatmul[] = "cuda_kernels.matmul";
 STABLE_TORCH_LIBRARY(cuda_kernels, m) {
   m.def("square(Tensor x) -> Tensor");
   m.def("matmul(Tensor a, Tensor b, int variant=0, bool allow_tf32=False) -> Tensor");
+  m.def("rms_norm(Tensor x, Tensor? weight=None, float? eps=None) -> Tensor");
+  m.def("rms_norm_backward(Tensor grad, Tensor x, Tensor? weight, float? eps) -> (Tensor, Tensor)");
   // cuda_kernels.new: schemas above this line
 
   // Private: what the Python package asks the binary (cuda_kernels.build_info(), the doctor, the tests).
@@ -33,6 +37,8 @@ STABLE_TORCH_LIBRARY(cuda_kernels, m) {
 STABLE_TORCH_LIBRARY_IMPL(cuda_kernels, CPU, m) {
   m.impl("square", TORCH_BOX((named<kSquare, square_cpu>)));
   m.impl("matmul", TORCH_BOX((named<kMatmul, matmul_cpu>)));
+  m.impl("rms_norm", TORCH_BOX((named<kRmsNorm, rms_norm_cpu>)));
+  m.impl("rms_norm_backward", TORCH_BOX((named<kRmsNormBackward, rms_norm_backward_cpu>)));
   // cuda_kernels.new: CPU registrations above this line
 }
 
@@ -46,6 +52,8 @@ STABLE_TORCH_LIBRARY_IMPL(cuda_kernels, CompositeExplicitAutograd, m) {
 STABLE_TORCH_LIBRARY_IMPL(cuda_kernels, CUDA, m) {
   m.impl("square", TORCH_BOX((named<kSquare, square_cuda>)));
   m.impl("matmul", TORCH_BOX((named<kMatmul, matmul_cuda>)));
+  m.impl("rms_norm", TORCH_BOX((named<kRmsNorm, rms_norm_cuda>)));
+  m.impl("rms_norm_backward", TORCH_BOX((named<kRmsNormBackward, rms_norm_backward_cuda>)));
   // cuda_kernels.new: CUDA registrations above this line
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -159,6 +160,39 @@ inline void check_matmul_inputs(const Tensor& a, const Tensor& b) {
                      shape_str(b), " (a.shape[1] must equal b.shape[0])");
   const int64_t out[2] = {a.size(0), b.size(1)};
   check_output_fits(op, out, static_cast<int64_t>(a.element_size()));
+}
+
+// rms_norm(x, weight, eps): x of at least one dim, its rows the last dim; weight none, or 1-D of the row length with
+// x's dtype and device.
+inline void check_rms_norm_inputs(const Tensor& x, const std::optional<Tensor>& weight) {
+  constexpr const char* op = "cuda_kernels.rms_norm";
+  check_float_input(op, "x", x);
+  CUDA_KERNELS_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension (it normalizes over the last), got a 0-d ",
+                     "tensor");
+  if (weight.has_value()) {
+    const Tensor& w = *weight;
+    check_float_input(op, "weight", w);
+    CUDA_KERNELS_CHECK(w.scalar_type() == x.scalar_type(), op, ": weight must have x's dtype (", x.scalar_type(),
+                       "), got ", w.scalar_type());
+    CUDA_KERNELS_CHECK(w.device() == x.device(), op, ": weight must be on x's device (", device_str(x), "), got ",
+                       device_str(w));
+    CUDA_KERNELS_CHECK(w.dim() == 1 && w.size(0) == x.size(x.dim() - 1), op,
+                       ": weight must be 1-D with x.shape[-1] = ", x.size(x.dim() - 1), " elements, got shape ",
+                       shape_str(w));
+  }
+  check_output_fits(op, x.sizes(), static_cast<int64_t>(x.element_size()));
+}
+
+// rms_norm_backward(grad, x, weight, eps): the forward's checks, and grad of x's shape, dtype and device.
+inline void check_rms_norm_backward_inputs(const Tensor& grad, const Tensor& x, const std::optional<Tensor>& weight) {
+  constexpr const char* op = "cuda_kernels.rms_norm_backward";
+  check_rms_norm_inputs(x, weight);
+  check_float_input(op, "grad", grad);
+  CUDA_KERNELS_CHECK(grad.scalar_type() == x.scalar_type() && grad.device() == x.device(), op,
+                     ": grad must have x's dtype and device (", x.scalar_type(), " on ", device_str(x), "), got ",
+                     grad.scalar_type(), " on ", device_str(grad));
+  CUDA_KERNELS_CHECK(shape_str(grad) == shape_str(x), op, ": grad must have x's shape ", shape_str(x), ", got ",
+                     shape_str(grad));
 }
 
 // cuda_kernels.new: input checks above this line

@@ -9,6 +9,7 @@
 #include <torch/csrc/stable/tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,6 +28,17 @@ Tensor square_cuda(const Tensor& x);  // csrc/cuda/ops.cpp, kernels in csrc/cuda
 // on the tensor cores as TF32 (the Python wrapper passes torch.backends.cuda.matmul.allow_tf32).
 Tensor matmul_cpu(const Tensor& a, const Tensor& b, int64_t variant, bool allow_tf32);   // csrc/cpu/matmul.cpp
 Tensor matmul_cuda(const Tensor& a, const Tensor& b, int64_t variant, bool allow_tf32);  // csrc/cuda/matmul/
+
+// rms_norm(x, weight, eps) = x * rsqrt(mean(x^2 over the last dim) + eps) * weight, as
+// torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps); eps none: the dtype's machine epsilon. Any shape
+// with at least one dim, any strides; float32/float64/float16/bfloat16; computed in float32 (float64 for float64).
+// rms_norm_backward gives (dx, dweight) for a gradient of its output; dweight is empty without a weight.
+Tensor rms_norm_cpu(const Tensor& x, const std::optional<Tensor>& weight, std::optional<double> eps);   // csrc/cpu/
+Tensor rms_norm_cuda(const Tensor& x, const std::optional<Tensor>& weight, std::optional<double> eps);  // cuda/ops.cpp
+std::tuple<Tensor, Tensor> rms_norm_backward_cpu(const Tensor& grad, const Tensor& x,
+                                                 const std::optional<Tensor>& weight, std::optional<double> eps);
+std::tuple<Tensor, Tensor> rms_norm_backward_cuda(const Tensor& grad, const Tensor& x,
+                                                  const std::optional<Tensor>& weight, std::optional<double> eps);
 
 // cuda_kernels.new: declarations above this line
 

@@ -294,4 +294,96 @@ def _matmul_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, N
 _MATMUL = _Op("matmul", _matmul_backward, _matmul_setup_context)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# rms_norm (the row-wise pattern: docs/rowwise.md)
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """Root-mean-square normalization over the last dimension, as
+    ``torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)``: ``x * rsqrt(mean(x**2, -1) + eps) * weight``.
+
+    Args:
+        x: any shape with at least one dimension, any strides, float32/float64/float16/bfloat16, CPU or CUDA.
+        weight: None, or (x.shape[-1],) of x's dtype and device.
+        eps: added to the mean of squares; None: torch.finfo(x.dtype).eps, as torch.
+    Returns:
+        A contiguous tensor of x's shape and dtype, computed in float32 (float64 for float64) and rounded once.
+        Differentiable in x and weight (first order); the backward is one fused kernel (rms_norm_backward).
+    """
+    if x is None:  # no tensor to dispatch on: the dispatcher's own error would not name the op
+        raise RuntimeError("cuda_kernels.rms_norm: x is an undefined tensor")
+    if _DUMP_DIR is None:
+        return _RMS_NORM(x, weight, eps)
+    return _dump.call_and_dump(_DUMP_DIR, "rms_norm", _RMS_NORM.op, x, weight=weight, eps=eps)
+
+
+def _check_rms_norm(op: str, x: Tensor, weight: Tensor | None) -> None:
+    """As check_rms_norm_inputs in csrc/checks.h."""
+    _check_float(op, "x", x)
+    torch._check(
+        x.dim() >= 1, lambda: f"{op}: x must have at least 1 dimension (it normalizes over the last), got a 0-d tensor"
+    )
+    if weight is not None:
+        _check_float(op, "weight", weight)
+        torch._check(
+            weight.dtype == x.dtype,
+            lambda: f"{op}: weight must have x's dtype ({_dtype_str(x.dtype)}), got {_dtype_str(weight.dtype)}",
+        )
+        torch._check(
+            weight.device == x.device, lambda: f"{op}: weight must be on x's device ({x.device}), got {weight.device}"
+        )
+        torch._check(
+            weight.dim() == 1 and weight.shape[0] == x.shape[-1],
+            lambda: (
+                f"{op}: weight must be 1-D with x.shape[-1] = {x.shape[-1]} elements, got shape {list(weight.shape)}"
+            ),
+        )
+    _check_output_fits(op, tuple(x.shape), x.dtype)
+
+
+def _dtype_str(dtype: torch.dtype) -> str:
+    """A dtype as the C++ checks print it: "Float", "BFloat16", ... (c10's ScalarType names)."""
+    return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16"}.get(
+        dtype, str(dtype).removeprefix("torch.")
+    )
+
+
+@torch.library.register_fake("cuda_kernels::rms_norm")
+def _rms_norm_fake(x: Tensor, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    _check_rms_norm("cuda_kernels.rms_norm", x, weight)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+@torch.library.register_fake("cuda_kernels::rms_norm_backward")
+def _rms_norm_backward_fake(grad: Tensor, x: Tensor, weight: Tensor | None, eps: float | None) -> tuple[Tensor, Tensor]:
+    _check_rms_norm("cuda_kernels.rms_norm", x, weight)
+    torch._check(
+        grad.shape == x.shape,
+        lambda: f"cuda_kernels.rms_norm_backward: grad must have x's shape {list(x.shape)}, got {list(grad.shape)}",
+    )
+    dw_shape = (x.shape[-1],) if weight is not None else (0,)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device), x.new_empty(dw_shape)
+
+
+def _rms_norm_setup_context(ctx, inputs, output) -> None:
+    x, weight, eps = inputs
+    ctx.eps = eps
+    ctx.save_for_backward(x, weight)
+
+
+def _rms_norm_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
+    # One fused kernel for both gradients (csrc/cuda/rms_norm.cu); it is not itself differentiable, so double
+    # backward through rms_norm is not supported.
+    x, weight = ctx.saved_tensors
+    dx, dw = torch.ops.cuda_kernels.rms_norm_backward.default(grad, x, weight, ctx.eps)
+    return (
+        dx if ctx.needs_input_grad[0] else None,
+        dw if weight is not None and ctx.needs_input_grad[1] else None,
+        None,
+    )
+
+
+_RMS_NORM = _Op("rms_norm", _rms_norm_backward, _rms_norm_setup_context)
+
+
 # cuda_kernels.new: ops above this line

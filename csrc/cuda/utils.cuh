@@ -54,6 +54,31 @@ inline bool is_aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
+#ifdef __CUDACC__  // device code: the host compiler also reads this file (csrc/cuda/ops.cpp)
+// Sums v over each aligned group of `width` consecutive lanes of a warp (width a power of two, 1 to 32), by
+// butterfly shuffles: every lane of a group gets the group's sum, the same bits in each. All 32 lanes must call it.
+template <typename T>
+__device__ __forceinline__ T warp_group_sum(T v, int width) {
+  for (int offset = width / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Sums v over the block's threads: within warps by shuffles, then the warps' sums in warp order (so the result is
+// the same bits every run). `scratch` holds blockDim.x / 32 values of shared memory. Every thread gets the sum; all
+// the block's threads must call it (it synchronizes), and scratch is free again when it returns.
+template <typename T>
+__device__ T block_sum(T v, T* scratch) {
+  v = warp_group_sum(v, 32);
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) scratch[warp] = v;
+  __syncthreads();
+  T sum = scratch[0];
+  for (int i = 1; i < static_cast<int>(blockDim.x / 32); ++i) sum += scratch[i];
+  __syncthreads();
+  return sum;
+}
+#endif  // __CUDACC__
+
 // CUDA's limit on gridDim.x.
 constexpr int64_t kMaxGridX = 2147483647;
 

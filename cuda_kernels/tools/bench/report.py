@@ -90,7 +90,14 @@ def add_metrics(records: list[dict[str, Any]], peaks: Peaks | None) -> None:
         else:
             roof = by_key.get((r["op"], r["dtype"], shape, "torch", None, math_mode))
         if roof and roof["median_ms"] is not None:
-            r["pct_roofline"] = 100 * roof["median_ms"] / r["median_ms"]  # the same bytes or FLOPs: a rate ratio
+            # A rate ratio: of bytes a second against the roofline op's own bytes (a row-wise backward moves 1.5x
+            # its copy's), or of FLOPs, which are the same on both sides.
+            roof_op = OPS[roof["op"]]
+            if n_flops is None:
+                roof_bytes = roof_op.bytes_moved(shape, DTYPES[r["dtype"]].itemsize)
+                r["pct_roofline"] = 100 * r["gbps"] / (roof_bytes / (roof["median_ms"] * 1e-3) / 1e9)
+            else:
+                r["pct_roofline"] = 100 * roof["median_ms"] / r["median_ms"]
         if n_flops is not None:
             peak = peak_tflops(peaks, DTYPES[r["dtype"]], math_mode)
             r["pct_peak"] = 100 * r["tflops"] / peak if peak else None

@@ -32,6 +32,8 @@ def make_fn(case: Case, impl: Impl, inputs: list[Tensor]) -> Callable[[], Any]:
     op = OPS[impl.op or case.op]
     if impl.impl == "torch":
         return op.torch(inputs)
+    if impl.impl == "torch.compile":
+        return op.compiled(inputs)
     if op.ours is None:
         raise ValueError(f"{op.name} has no implementation of ours (only torch's)")
     return op.ours(inputs, impl.variant or 0)
@@ -73,6 +75,8 @@ def case_impls(case: Case, settings: RunSettings) -> list[Impl]:
     op = OPS[case.op]
     impls = [Impl("torch", op=op.roofline_op)] if op.roofline_op else []
     impls.append(Impl("torch"))
+    if op.compiled is not None and settings.device.type == "cuda":  # inductor's CPU code takes minutes to build
+        impls.append(Impl("torch.compile"))
     if op.ours is not None:
         impls += settings.ours_by_case.get(case, settings.ours)
     return impls

@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 import cuda_kernels
@@ -137,6 +139,8 @@ class BenchOp:
     tf32_shapes: list[Shape] = field(default_factory=list)  # the default CUDA sweep adds a TF32 case at these
     ladder: Callable[[torch.device], list[tuple[int, str]]] | None = None  # --ladder: [(variant, name)] here
     plan: Planner | None = None  # which variants each case times (None: the requested ones)
+    # torch.compile's version of torch's call, timed beside it on CUDA as the "torch.compile" row (None: none).
+    compiled: Callable[[list[Tensor]], Callable[[], Any]] | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -454,12 +458,189 @@ MATMUL = BenchOp(
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Row-wise ops (rms_norm, and those `python -m cuda_kernels.new NAME --kind rowwise` adds): x of (rows, n), reduced
+# over each row, forward and backward. Each is memory-bound: its roofline is a copy of x in the same case (a row
+# "copy:<op>" of its own, so the forward's and backward's copies at one shape stay two records), compared by
+# bytes a second, and it is timed beside torch eager and torch.compile.
+
+# The shapes of docs/rowwise.md's targets (rows x n), then longer rows (the two-pass CUDA path).
+ROWWISE_SHAPES: list[Shape] = [(8192, 4096), (32768, 8192), (4096, 1024), (65536, 256), (4096, 16384), (256, 2**18)]
+ROWWISE_QUICK_SHAPES: list[Shape] = [(8192, 4096), (4096, 1024)]
+ROWWISE_CPU_SHAPES: list[Shape] = [(256, 1024), (64, 4096)]
+ROWWISE_CPU_QUICK_SHAPES: list[Shape] = [(256, 1024)]
+MAX_ROWWISE_ELEMENTS = 2**31  # --size: larger is surely a typo
+
+
+def parse_rows(text: str) -> Shape:
+    """'8192x4096' -> (8192, 4096): rows x row length, each 2^k or a number."""
+    try:
+        dims = tuple(_number(d) for d in text.strip().lower().split("x"))
+        if len(dims) != 2 or min(dims) < 1 or math.prod(dims) > MAX_ROWWISE_ELEMENTS:
+            raise ValueError
+        return dims
+    except ValueError:
+        raise ValueError(f"--size {text!r}: expected ROWSxN (rows x row length)") from None
+
+
+def format_rows(shape: Shape) -> str:
+    """'8192x4096', '256x2^18'."""
+    return "x".join(format_elements((d,)) if d > 1024 and d & (d - 1) == 0 else str(d) for d in shape)
+
+
+def rowwise_sweep() -> Sweep:
+    return Sweep(
+        default=ROWWISE_SHAPES,
+        quick=ROWWISE_QUICK_SHAPES,
+        cpu=ROWWISE_CPU_SHAPES,
+        cpu_quick=ROWWISE_CPU_QUICK_SHAPES,
+        iters=(8192, 4096),
+        cpu_iters=(256, 1024),
+    )
+
+
+def row_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> list[Tensor]:
+    """[x (rows, n), w (n,), dy (rows, n)]: random normal. The forward reads x and w; the backward all three."""
+    rows, n = shape
+    return [
+        torch.randn(rows, n, generator=gen, dtype=dtype, device=device),
+        torch.randn(n, generator=gen, dtype=dtype, device=device),
+        torch.randn(rows, n, generator=gen, dtype=dtype, device=device),
+    ]
+
+
+# (rtol, atol) of a row-wise op's result against torch's in float64: a few units of the dtype's last place (float32
+# adds a float32 sum over the row and rsqrtf's 2 ulp). A backward's dw sums over rows: its atol grows with them.
+ROW_TOL = {torch.float32: (2e-5, 2e-5), torch.float64: (1e-10, 1e-10), torch.float16: (2e-3, 2e-3),
+           torch.bfloat16: (1.6e-2, 1.6e-2)}  # fmt: skip
+
+
+def check_rows(outs: Sequence[Tensor], refs: Sequence[Tensor], scales: Sequence[float]) -> tuple[bool, str]:
+    """Each output within ROW_TOL (atol times its scale) of its float64 reference."""
+    for i, (out, ref, scale) in enumerate(zip(outs, refs, scales, strict=True)):
+        rtol, atol = ROW_TOL[out.dtype]
+        try:
+            torch.testing.assert_close(out.double(), ref.double(), rtol=rtol, atol=atol * scale)
+        except AssertionError as err:
+            return False, f"output {i}: " + str(err).replace("\n", " ")
+    return True, ""
+
+
+def row_copy(name: str) -> BenchOp:
+    """The roofline of row-wise op `name`: a copy of its x into a preallocated tensor (2 x.nbytes), torch's row only."""
+
+    def copy_x(inputs: list[Tensor]) -> Callable[[], Tensor]:
+        dst = torch.empty_like(inputs[0])
+        return lambda: dst.copy_(inputs[0])
+
+    return BenchOp(
+        name=f"copy:{name}",
+        make_inputs=row_inputs,
+        ours=None,
+        torch=copy_x,
+        check=lambda inputs, out, math_mode: check_equal(out, inputs[0]),
+        bytes_moved=lambda shape, itemsize: 2 * math.prod(shape) * itemsize,
+        flops=lambda shape: None,
+        parse_size=parse_rows,
+        format_shape=format_rows,
+        sweep=rowwise_sweep(),
+        in_all=False,
+    )
+
+
+def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """torch.compile(fn) for one case's shapes (dynamic=False: kernels specialized to them, as for a model), with
+    dynamo's caches emptied first, so that many cases never reach its recompile limit and fall back to eager."""
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=False)
+
+
+def _forward_call(fn: Callable[[Tensor, Tensor], Tensor], inputs: list[Tensor]) -> Callable[[], Tensor]:
+    return lambda: fn(inputs[0], inputs[1])
+
+
+def _grad_call(fn: Callable[[Tensor, Tensor], Tensor], inputs: list[Tensor]) -> Callable[[], Any]:
+    """The backward of y = fn(x, w) for the gradient dy, as a call to time: the graph is built once here, and each
+    call runs only its backward (retain_graph keeps it for the next)."""
+    x, w, dy = inputs
+    xr, wr = x.detach().requires_grad_(), w.detach().requires_grad_()
+    y = fn(xr, wr)
+    return lambda: torch.autograd.grad(y, (xr, wr), dy, retain_graph=True)
+
+
+def rowwise(
+    name: str,
+    forward: Callable[[Tensor, Tensor], Tensor],
+    backward: Callable[[Tensor, Tensor, Tensor], tuple[Tensor, Tensor]],
+    reference: Callable[[Tensor, Tensor], Tensor],
+) -> tuple[BenchOp, BenchOp, BenchOp, BenchOp]:
+    """The entries of a row-wise op y = f(x, w) (x (rows, n), w (n,)): (forward, its copy, backward, its copy).
+
+    forward(x, w) calls our op; backward(dy, x, w) our backward, giving (dx, dw); reference(x, w) is torch's way to
+    compute the forward (timed eagerly and compiled, and differentiated by autograd for the backward's rows).
+    Results are checked against reference in float64. Bytes: the forward reads x and w and writes y; the backward
+    reads x, dy and w and writes dx and dw.
+    """
+
+    def reference_grads(inputs: list[Tensor]) -> tuple[Tensor, Tensor]:
+        x, w, dy = inputs
+        xd, wd = x.double().requires_grad_(), w.double().requires_grad_()
+        return torch.autograd.grad(reference(xd, wd), (xd, wd), dy.double())
+
+    def check_forward(inputs: list[Tensor], out: Tensor, math_mode: str | None) -> tuple[bool, str]:
+        x, w, _ = inputs
+        return check_rows([out], [reference(x.double(), w.double())], [1.0])
+
+    def check_backward(inputs: list[Tensor], out: Any, math_mode: str | None) -> tuple[bool, str]:
+        rows = inputs[0].shape[0]
+        return check_rows(list(out), list(reference_grads(inputs)), [4.0, 4.0 * rows**0.5])
+
+    forward_op = BenchOp(
+        name=name,
+        make_inputs=row_inputs,
+        ours=lambda inputs, variant: lambda: forward(inputs[0], inputs[1]),
+        torch=lambda inputs: lambda: reference(inputs[0], inputs[1]),
+        check=check_forward,
+        bytes_moved=lambda shape, itemsize: (2 * math.prod(shape) + shape[1]) * itemsize,
+        flops=lambda shape: None,
+        parse_size=parse_rows,
+        format_shape=format_rows,
+        sweep=rowwise_sweep(),
+        roofline_op=f"copy:{name}",
+        compiled=lambda inputs: _forward_call(_compiled(reference), inputs),
+    )
+    backward_op = BenchOp(
+        name=f"{name}_backward",
+        make_inputs=row_inputs,
+        ours=lambda inputs, variant: lambda: backward(inputs[2], inputs[0], inputs[1]),
+        torch=lambda inputs: _grad_call(reference, inputs),
+        check=check_backward,
+        bytes_moved=lambda shape, itemsize: (3 * math.prod(shape) + 2 * shape[1]) * itemsize,
+        flops=lambda shape: None,
+        parse_size=parse_rows,
+        format_shape=format_rows,
+        sweep=rowwise_sweep(),
+        roofline_op=f"copy:{name}_backward",
+        compiled=lambda inputs: _grad_call(_compiled(reference), inputs),
+    )
+    return forward_op, row_copy(name), backward_op, row_copy(f"{name}_backward")
+
+
+RMS_NORM_OPS = rowwise(
+    "rms_norm",
+    forward=lambda x, w: cuda_kernels.rms_norm(x, w),  # looked up at call time: tests patch the ops
+    backward=lambda dy, x, w: torch.ops.cuda_kernels.rms_norm_backward(dy, x, w, None),
+    reference=lambda x, w: F.rms_norm(x, (x.shape[-1],), w),
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # The table, in the order a run goes through it
 
 OPS_IN_ORDER: tuple[BenchOp, ...] = (
     SQUARE,
     COPY,
     MATMUL,
+    *RMS_NORM_OPS,
     # python -m cuda_kernels.new adds new ops above this line
 )
 OPS: dict[str, BenchOp] = {op.name: op for op in OPS_IN_ORDER}

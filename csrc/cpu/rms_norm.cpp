@@ -1,0 +1,149 @@
+// rms_norm(x, weight, eps) on the CPU, forward and backward: plain loops over each row in the arithmetic type
+// (float for half and bfloat16, as on CUDA; its sums in double), rows split across torch's threads. The CPU path is for
+// correctness everywhere, not speed (docs/rowwise.md); the CUDA kernels are csrc/cuda/rms_norm.cu.
+#include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "checks.h"
+#include "kernel_api.h"  // dispatch_float
+#include "ops.h"
+#include "rowwise.h"
+
+namespace cuda_kernels {
+namespace {
+
+// Elements per parallel task, as torch's grain (at::internal::GRAIN_SIZE): rows are grouped to about this size.
+constexpr int64_t kGrainElements = 32768;
+
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+int64_t row_grain(int64_t n) {
+  return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(n, 1));
+}
+
+// 1 / sqrt(mean(row^2) + eps). The sum is kept in double: a sequential float sum over a long row drifts by about
+// sqrt(n) float32 ulps (the CUDA kernels sum in a tree, which does not).
+template <typename T>
+acc_t<T> inv_rms(const T* row, int64_t n, acc_t<T> eps) {
+  double sum_sq = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const double v = static_cast<double>(static_cast<acc_t<T>>(row[j]));
+    sum_sq += v * v;
+  }
+  return static_cast<acc_t<T>>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + static_cast<double>(eps)));
+}
+
+template <typename T>
+void forward(const T* x, const T* w, T* y, const RowView& rows, double eps) {
+  using A = acc_t<T>;
+  torch::stable::parallel_for(0, rows.rows, row_grain(rows.n), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* xr = x + i * rows.stride;
+      T* yr = y + i * rows.n;
+      const A r = inv_rms(xr, rows.n, static_cast<A>(eps));
+      for (int64_t j = 0; j < rows.n; ++j) {
+        A v = static_cast<A>(xr[j]) * r;
+        if (w != nullptr) v *= static_cast<A>(w[j]);
+        yr[j] = static_cast<T>(v);
+      }
+    }
+  });
+}
+
+// dx row by row; then dw column by column (each a sum over the rows in order, so the result does not depend on the
+// thread count), from the rows' rsqrt kept in `inv`.
+template <typename T>
+void backward(const T* dy, const T* x, const T* w, T* dx, T* dw, const RowView& rows, double eps) {
+  using A = acc_t<T>;
+  std::vector<A> inv(rows.rows);
+  const A n = static_cast<A>(rows.n);
+  torch::stable::parallel_for(0, rows.rows, row_grain(rows.n), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* xr = x + i * rows.stride;
+      const T* gr = dy + i * rows.stride;
+      T* dxr = dx + i * rows.n;
+      const A r = inv_rms(xr, rows.n, static_cast<A>(eps));
+      inv[i] = r;
+      double dot = 0;  // sum (dy * w) * x over the row, in double as inv_rms's sum
+      for (int64_t j = 0; j < rows.n; ++j) {
+        const A g = static_cast<A>(gr[j]) * (w != nullptr ? static_cast<A>(w[j]) : A(1));
+        dot += static_cast<double>(g * static_cast<A>(xr[j]));
+      }
+      const A c = static_cast<A>(dot) * r * r * r / n;
+      for (int64_t j = 0; j < rows.n; ++j) {
+        const A g = static_cast<A>(gr[j]) * (w != nullptr ? static_cast<A>(w[j]) : A(1));
+        dxr[j] = static_cast<T>(g * r - static_cast<A>(xr[j]) * c);
+      }
+    }
+  });
+  if (w == nullptr) return;
+  torch::stable::parallel_for(0, rows.n, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(rows.rows, 1)),
+                              [&](int64_t begin, int64_t end) {
+                                for (int64_t j = begin; j < end; ++j) {
+                                  double sum = 0;
+                                  for (int64_t i = 0; i < rows.rows; ++i) {
+                                    sum += static_cast<double>(static_cast<A>(dy[i * rows.stride + j]) *
+                                                               static_cast<A>(x[i * rows.stride + j]) * inv[i]);
+                                  }
+                                  dw[j] = static_cast<T>(sum);
+                                }
+                              });
+}
+
+}  // namespace
+
+Tensor rms_norm_cpu(const Tensor& x_in, const std::optional<Tensor>& weight, std::optional<double> eps) {
+  check_rms_norm_inputs(x_in, weight);
+  Tensor y = new_output(x_in, x_in.sizes());
+  if (x_in.numel() == 0) return y;
+  RowView rows;
+  const Tensor x = as_rows(x_in, rows);
+  const std::optional<Tensor> w = weight ? std::optional<Tensor>(torch::stable::contiguous(*weight)) : std::nullopt;
+  const double e = eps.value_or(default_eps(x.scalar_type()));
+  cpu::dispatch_float(x.scalar_type(), [&](auto t) {
+    using T = decltype(t);
+    forward<T>(x.const_data_ptr<T>(), w ? w->const_data_ptr<T>() : nullptr, y.mutable_data_ptr<T>(), rows, e);
+  });
+  return y;
+}
+
+std::tuple<Tensor, Tensor> rms_norm_backward_cpu(const Tensor& grad, const Tensor& x_in,
+                                                 const std::optional<Tensor>& weight, std::optional<double> eps) {
+  check_rms_norm_backward_inputs(grad, x_in, weight);
+  Tensor dx = new_output(x_in, x_in.sizes());
+  const int64_t n = x_in.size(x_in.dim() - 1);
+  const int64_t dw_size[1] = {weight ? n : 0};
+  Tensor dw = new_output(x_in, dw_size);
+  if (x_in.numel() == 0) {
+    if (weight) torch::stable::zero_(dw);  // a sum over no rows
+    return {dx, dw};
+  }
+  // x and grad are read with one row stride: when their layouts differ, both as contiguous copies.
+  RowView rows, grad_rows;
+  Tensor x = as_rows(x_in, rows);
+  Tensor g = as_rows(grad, grad_rows);
+  if (grad_rows.stride != rows.stride) {
+    x = torch::stable::contiguous(x_in);
+    g = torch::stable::contiguous(grad);
+    rows = *row_view(x);
+  }
+  const std::optional<Tensor> w = weight ? std::optional<Tensor>(torch::stable::contiguous(*weight)) : std::nullopt;
+  const double e = eps.value_or(default_eps(x.scalar_type()));
+  cpu::dispatch_float(x.scalar_type(), [&](auto t) {
+    using T = decltype(t);
+    backward<T>(g.const_data_ptr<T>(), x.const_data_ptr<T>(), w ? w->const_data_ptr<T>() : nullptr,
+                dx.mutable_data_ptr<T>(), w ? dw.mutable_data_ptr<T>() : nullptr, rows, e);
+  });
+  return {dx, dw};
+}
+
+}  // namespace cuda_kernels

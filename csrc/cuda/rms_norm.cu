@@ -1,0 +1,358 @@
+// rms_norm(x, w, eps) on CUDA, forward and backward, on the row-wise pattern of csrc/cuda/rowwise.cuh: each row is
+// read once into registers, reduced, and written from there. Validation, the device guard, allocation and the
+// dtype switch are the host side's (csrc/cuda/ops.cpp); this file holds the kernels and their launchers and
+// includes no ATen header.
+//
+//   forward:   r = rsqrt(mean(x^2) + eps);  y = x * r * w
+//   backward:  g = dy * w;  dx = r * g - x * r^3 * mean(g * x);  dw = sum over rows of dy * x * r
+//
+// Kernels (ncu -k regex:rms_norm): rms_norm_kernel and rms_norm_backward_kernel for rows that fit the registers of
+// one row group (rowwise::split_rows), their _long_ twins for longer rows (two passes over x, one block per row),
+// and rms_norm_dw_kernel, which sums the backward's per-block dw rows in a fixed order (no atomics).
+#include <cuda_runtime.h>
+#include <torch/headeronly/util/BFloat16.h>
+#include <torch/headeronly/util/Half.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/opmath.h"
+#include "cuda/rms_norm.h"
+#include "cuda/rowwise.cuh"
+#include "cuda/utils.cuh"
+
+namespace cuda_kernels::rms_norm_launch {
+namespace {
+
+using rowwise::kLongRowThreads;
+using rowwise::kMaxThreadsPerRow;
+using rowwise::kMinBlockThreads;
+using rowwise::Pack;
+using rowwise::Rows;
+
+// Packs of 16 bytes per thread: the forward holds x's (and w's) in registers; the backward holds x, dy and w and
+// sums dw in float for every element it holds, so for 16-bit types it takes half as many packs, which keeps it
+// under the 128 registers a 512-thread block allows without spilling (ptxas -v; 4 packs spilled 104-264 bytes).
+constexpr int kForwardPacks = rowwise::kPacks;
+template <typename T>
+constexpr int kBackwardPacks = sizeof(T) == 2 ? rowwise::kPacks / 2 : rowwise::kPacks;
+
+// The backward sums dw over the rows of a block in shared memory when a block holds several rows: then
+// tpr <= kMinBlockThreads / 2, so a row has at most this many elements.
+template <typename T>
+constexpr int kSharedCols = kMinBlockThreads / 2 * kBackwardPacks<T> * Pack<T>::kVec;
+
+// rms_norm_dw_kernel: a block sums kDwCols columns, its kDwSlices warps each a strided share of the partial rows.
+constexpr int kDwCols = 32;
+constexpr int kDwSlices = 32;
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxThreadsPerRow) rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                                     T* __restrict__ y, Rows rows, opmath_type<T> eps) {
+  using A = opmath_type<T>;
+  constexpr int kVec = Pack<T>::kVec;
+  __shared__ A scratch[kMaxThreadsPerRow / 32];
+  const rowwise::Slot s = rowwise::my_slot(rows.tpr);
+  Pack<T> wp[kForwardPacks];
+  if (w != nullptr) rowwise::load_row(w, rows.n, s.lane, rows.tpr, rows.vectorized, wp);
+  // Every thread runs the same number of iterations (row_sum synchronizes the block); slots past the last row
+  // compute on zeros and store nothing.
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * s.slots; base < rows.rows;
+       base += static_cast<int64_t>(gridDim.x) * s.slots) {
+    const int64_t row = base + s.slot;
+    const bool active = row < rows.rows;
+    Pack<T> xp[kForwardPacks];
+    rowwise::load_row(x + (active ? row : 0) * rows.in_stride, active ? rows.n : 0, s.lane, rows.tpr, rows.vectorized,
+                      xp);
+    A sum_sq = 0;
+#pragma unroll
+    for (int k = 0; k < kForwardPacks; ++k) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const A v = static_cast<A>(xp[k].v[e]);
+        sum_sq += v * v;
+      }
+    }
+    sum_sq = rowwise::row_sum(sum_sq, rows.tpr, scratch);
+    const A r = rowwise::inv_sqrt(sum_sq / static_cast<A>(rows.n) + eps);
+    if (!active) continue;
+#pragma unroll
+    for (int k = 0; k < kForwardPacks; ++k) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        A v = static_cast<A>(xp[k].v[e]) * r;
+        if (w != nullptr) v *= static_cast<A>(wp[k].v[e]);
+        xp[k].v[e] = static_cast<T>(v);
+      }
+    }
+    rowwise::store_row(y + row * rows.n, rows.n, s.lane, rows.tpr, rows.vectorized, xp);
+  }
+}
+
+// Rows too long for one row group's registers: one block per row, x read twice (the second time mostly from L2).
+template <typename T>
+__global__ void __launch_bounds__(kLongRowThreads)
+    rms_norm_long_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Rows rows,
+                         opmath_type<T> eps) {
+  using A = opmath_type<T>;
+  constexpr int kVec = Pack<T>::kVec;
+  __shared__ A scratch[kLongRowThreads / 32];
+  const int64_t packs = ceil_div<int64_t>(rows.n, kVec);
+  for (int64_t row = blockIdx.x; row < rows.rows; row += gridDim.x) {
+    const T* xr = x + row * rows.in_stride;
+    A sum_sq = 0;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T> xp = rowwise::load_pack(xr, rows.n, p, rows.vectorized);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const A v = static_cast<A>(xp.v[e]);
+        sum_sq += v * v;
+      }
+    }
+    const A r = rowwise::inv_sqrt(block_sum(sum_sq, scratch) / static_cast<A>(rows.n) + eps);
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      Pack<T> xp = rowwise::load_pack(xr, rows.n, p, rows.vectorized);
+      Pack<T> wp;
+      if (w != nullptr) wp = rowwise::load_pack(w, rows.n, p, rows.vectorized);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        A v = static_cast<A>(xp.v[e]) * r;
+        if (w != nullptr) v *= static_cast<A>(wp.v[e]);
+        xp.v[e] = static_cast<T>(v);
+      }
+      rowwise::store_pack(y + row * rows.n, rows.n, p, rows.vectorized, xp);
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMaxThreadsPerRow)
+    rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+                             T* __restrict__ dx, opmath_type<T>* __restrict__ partial, Rows rows, opmath_type<T> eps) {
+  using A = opmath_type<T>;
+  constexpr int kVec = Pack<T>::kVec;
+  constexpr int kP = kBackwardPacks<T>;
+  __shared__ A scratch[kMaxThreadsPerRow / 32];
+  __shared__ A block_dw[kSharedCols<T>];
+  const rowwise::Slot s = rowwise::my_slot(rows.tpr);
+  const A n = static_cast<A>(rows.n);
+  Pack<T> wp[kP];
+  if (w != nullptr) rowwise::load_row(w, rows.n, s.lane, rows.tpr, rows.vectorized, wp);
+  A dw[kP][kVec] = {};  // this thread's columns of dw, summed over its rows
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * s.slots; base < rows.rows;
+       base += static_cast<int64_t>(gridDim.x) * s.slots) {
+    const int64_t row = base + s.slot;
+    const bool active = row < rows.rows;
+    const int64_t offset = (active ? row : 0) * rows.in_stride;
+    Pack<T> xp[kP], gp[kP];
+    rowwise::load_row(x + offset, active ? rows.n : 0, s.lane, rows.tpr, rows.vectorized, xp);
+    rowwise::load_row(dy + offset, active ? rows.n : 0, s.lane, rows.tpr, rows.vectorized, gp);
+    A sum_sq = 0, dot = 0;  // sum x^2 and sum (dy * w) * x over the row
+#pragma unroll
+    for (int k = 0; k < kP; ++k) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const A v = static_cast<A>(xp[k].v[e]);
+        A g = static_cast<A>(gp[k].v[e]);
+        if (w != nullptr) g *= static_cast<A>(wp[k].v[e]);
+        sum_sq += v * v;
+        dot += g * v;
+      }
+    }
+    sum_sq = rowwise::row_sum(sum_sq, rows.tpr, scratch);
+    dot = rowwise::row_sum(dot, rows.tpr, scratch);
+    const A r = rowwise::inv_sqrt(sum_sq / n + eps);
+    const A c = dot * r * r * r / n;
+    if (!active) continue;
+#pragma unroll
+    for (int k = 0; k < kP; ++k) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const A v = static_cast<A>(xp[k].v[e]);
+        const A g0 = static_cast<A>(gp[k].v[e]);
+        const A g = w != nullptr ? g0 * static_cast<A>(wp[k].v[e]) : g0;
+        dw[k][e] += g0 * v * r;
+        xp[k].v[e] = static_cast<T>(g * r - v * c);
+      }
+    }
+    rowwise::store_row(dx + row * rows.n, rows.n, s.lane, rows.tpr, rows.vectorized, xp);
+  }
+  if (w == nullptr) return;
+  // This block's row of `partial`: the sum of its slots' dw, added slot by slot in order (the same bits every run).
+  A* out = partial + static_cast<int64_t>(blockIdx.x) * rows.n;
+  if (s.slots == 1) {
+#pragma unroll
+    for (int k = 0; k < kP; ++k) {
+      const int64_t first = rowwise::pack_index(s.lane, k, rows.tpr) * kVec;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        if (first + e < rows.n) out[first + e] = dw[k][e];
+      }
+    }
+    return;
+  }
+  for (int slot = 0; slot < s.slots; ++slot) {
+    if (s.slot == slot) {
+#pragma unroll
+      for (int k = 0; k < kP; ++k) {
+        const int64_t first = rowwise::pack_index(s.lane, k, rows.tpr) * kVec;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          if (first + e < rows.n) block_dw[first + e] = slot == 0 ? dw[k][e] : block_dw[first + e] + dw[k][e];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int64_t col = threadIdx.x; col < rows.n; col += blockDim.x) out[col] = block_dw[col];
+}
+
+// The backward of rms_norm_long_kernel: one block per row, two passes; the block's dw row lives in `partial`, which
+// only this block touches, each column always by the same thread.
+template <typename T>
+__global__ void __launch_bounds__(kLongRowThreads)
+    rms_norm_backward_long_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+                                  T* __restrict__ dx, opmath_type<T>* __restrict__ partial, Rows rows,
+                                  opmath_type<T> eps) {
+  using A = opmath_type<T>;
+  constexpr int kVec = Pack<T>::kVec;
+  __shared__ A scratch[kLongRowThreads / 32];
+  const int64_t packs = ceil_div<int64_t>(rows.n, kVec);
+  const A n = static_cast<A>(rows.n);
+  A* out = partial + static_cast<int64_t>(blockIdx.x) * rows.n;
+  if (w != nullptr) {
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      for (int64_t col = p * kVec; col < std::min<int64_t>((p + 1) * kVec, rows.n); ++col) out[col] = 0;
+    }
+  }
+  for (int64_t row = blockIdx.x; row < rows.rows; row += gridDim.x) {
+    const T* xr = x + row * rows.in_stride;
+    const T* gr = dy + row * rows.in_stride;
+    A sum_sq = 0, dot = 0;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T> xp = rowwise::load_pack(xr, rows.n, p, rows.vectorized);
+      const Pack<T> gp = rowwise::load_pack(gr, rows.n, p, rows.vectorized);
+      Pack<T> wp;
+      if (w != nullptr) wp = rowwise::load_pack(w, rows.n, p, rows.vectorized);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const A v = static_cast<A>(xp.v[e]);
+        A g = static_cast<A>(gp.v[e]);
+        if (w != nullptr) g *= static_cast<A>(wp.v[e]);
+        sum_sq += v * v;
+        dot += g * v;
+      }
+    }
+    sum_sq = block_sum(sum_sq, scratch);
+    dot = block_sum(dot, scratch);
+    const A r = rowwise::inv_sqrt(sum_sq / n + eps);
+    const A c = dot * r * r * r / n;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      Pack<T> xp = rowwise::load_pack(xr, rows.n, p, rows.vectorized);
+      const Pack<T> gp = rowwise::load_pack(gr, rows.n, p, rows.vectorized);
+      Pack<T> wp;
+      if (w != nullptr) wp = rowwise::load_pack(w, rows.n, p, rows.vectorized);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const A v = static_cast<A>(xp.v[e]);
+        const A g0 = static_cast<A>(gp.v[e]);
+        const A g = w != nullptr ? g0 * static_cast<A>(wp.v[e]) : g0;
+        if (w != nullptr && p * kVec + e < rows.n) out[p * kVec + e] += g0 * v * r;
+        xp.v[e] = static_cast<T>(g * r - v * c);
+      }
+      rowwise::store_pack(dx + row * rows.n, rows.n, p, rows.vectorized, xp);
+    }
+  }
+}
+
+// dw[col] = sum over the parts rows of partial, in row order: each of a block's kDwSlices warps sums every
+// kDwSlices-th row for its kDwCols columns, then the first warp adds the slices' sums in slice order.
+template <typename T>
+__global__ void __launch_bounds__(kDwCols* kDwSlices)
+    rms_norm_dw_kernel(const opmath_type<T>* __restrict__ partial, int64_t parts, int64_t n, T* __restrict__ dw) {
+  using A = opmath_type<T>;
+  __shared__ A sums[kDwSlices][kDwCols];
+  const int lane = threadIdx.x % kDwCols;
+  const int slice = threadIdx.x / kDwCols;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kDwCols + lane;
+  A sum = 0;
+  if (col < n) {
+    for (int64_t p = slice; p < parts; p += kDwSlices) sum += partial[p * n + col];
+  }
+  sums[slice][lane] = sum;
+  __syncthreads();
+  if (slice != 0 || col >= n) return;
+  for (int i = 1; i < kDwSlices; ++i) sum += sums[i][lane];
+  dw[col] = static_cast<T>(sum);
+}
+
+// The grid of the backward (one partial row per block): every row group once, at most one wave of resident blocks.
+template <typename T>
+int64_t backward_grid(const Rows& rows, int device) {  // rows: split for the backward (kBackwardPacks)
+  if (rows.long_row) {
+    return rowwise::row_grid(rows.rows, 1,
+                             rowwise::resident_blocks<rms_norm_backward_long_kernel<T>>(device, kLongRowThreads));
+  }
+  const int threads = rowwise::block_threads(rows.tpr);
+  return rowwise::row_grid(rows.rows, threads / rows.tpr,
+                           rowwise::resident_blocks<rms_norm_backward_kernel<T>>(device, threads));
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t forward(const T* x, const T* w, T* y, const Rows& rows_in, double eps, int /*device*/,
+                    cudaStream_t stream) {
+  using A = opmath_type<T>;
+  const Rows rows = rowwise::split_rows(rows_in, kForwardPacks, sizeof(T));
+  if (rows.long_row) {
+    const auto grid = static_cast<unsigned>(std::min<int64_t>(rows.rows, kMaxGridX));
+    rms_norm_long_kernel<T><<<grid, kLongRowThreads, 0, stream>>>(x, w, y, rows, static_cast<A>(eps));
+  } else {
+    // One block per row group (no persistent loop: its blocks would drift apart in memory, as square's did); the
+    // kernel's grid stride covers grids past CUDA's limit.
+    const int threads = rowwise::block_threads(rows.tpr);
+    const auto grid =
+        static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(rows.rows, threads / rows.tpr), kMaxGridX));
+    rms_norm_kernel<T><<<grid, threads, 0, stream>>>(x, w, y, rows, static_cast<A>(eps));
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+int64_t partial_rows(const Rows& rows, int device) {
+  return backward_grid<T>(rowwise::split_rows(rows, kBackwardPacks<T>, sizeof(T)), device);
+}
+
+template <typename T>
+cudaError_t backward(const T* dy, const T* x, const T* w, T* dx, T* dw, opmath_type<T>* partial, const Rows& rows_in,
+                     double eps, int device, cudaStream_t stream) {
+  using A = opmath_type<T>;
+  const Rows rows = rowwise::split_rows(rows_in, kBackwardPacks<T>, sizeof(T));
+  const int64_t grid = backward_grid<T>(rows, device);
+  if (rows.long_row) {
+    rms_norm_backward_long_kernel<T>
+        <<<static_cast<unsigned>(grid), kLongRowThreads, 0, stream>>>(dy, x, w, dx, partial, rows, static_cast<A>(eps));
+  } else {
+    rms_norm_backward_kernel<T><<<static_cast<unsigned>(grid), rowwise::block_threads(rows.tpr), 0, stream>>>(
+        dy, x, w, dx, partial, rows, static_cast<A>(eps));
+  }
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess || w == nullptr) return err;
+  const auto col_blocks = static_cast<unsigned>(ceil_div<int64_t>(rows.n, kDwCols));
+  rms_norm_dw_kernel<T><<<col_blocks, kDwCols * kDwSlices, 0, stream>>>(partial, grid, rows.n, dw);
+  return cudaGetLastError();
+}
+
+// The dtypes the host side dispatches to.
+#define CUDA_KERNELS_RMS_NORM_INSTANTIATE(T)                                                                        \
+  template cudaError_t forward<T>(const T*, const T*, T*, const Rows&, double, int, cudaStream_t);                  \
+  template int64_t partial_rows<T>(const Rows&, int);                                                               \
+  template cudaError_t backward<T>(const T*, const T*, const T*, T*, T*, opmath_type<T>*, const Rows&, double, int, \
+                                   cudaStream_t);
+CUDA_KERNELS_RMS_NORM_INSTANTIATE(float)
+CUDA_KERNELS_RMS_NORM_INSTANTIATE(double)
+CUDA_KERNELS_RMS_NORM_INSTANTIATE(c10::Half)
+CUDA_KERNELS_RMS_NORM_INSTANTIATE(c10::BFloat16)
+#undef CUDA_KERNELS_RMS_NORM_INSTANTIATE
+
+}  // namespace cuda_kernels::rms_norm_launch

@@ -1,0 +1,190 @@
+// The row-wise pattern: kernels that reduce over the last dimension of x (a norm, a softmax, a loss) and then write
+// a row of the same length, with the row held in registers between the reduction and the write, so that x is read
+// from memory once. rms_norm.cu is built on it, and so are the ops `python -m cuda_kernels.new NAME --kind rowwise`
+// writes; docs/rowwise.md explains the mapping. No ATen or torch header (csrc/cuda/matmul/args.h says why).
+//
+// A row of n elements is cut into packs of 16 bytes (kPackBytes: one LDG.128 / STG.128) and split among the `tpr`
+// threads of a row (threads per row, a power of two). Thread `lane` of the row holds kPacks packs in registers:
+// packs lane, lane + tpr, lane + 2 tpr, ..., so each of its kPacks loads is coalesced across the row's threads. A
+// block holds blockDim.x / tpr rows ("slots"); blocks walk the rows with a grid stride, so one grid of a few waves
+// covers any number of rows. Rows longer than the registers of one row-group hold (long_row) take a two-pass path.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/opmath.h"
+#include "cuda/utils.cuh"
+
+namespace cuda_kernels::rowwise {
+
+constexpr int kPackBytes = 16;  // one 128-bit load or store
+constexpr int kPacks = 4;       // packs per thread, by default: 64 bytes of the row in flight per thread
+// Threads per row at most: beyond 512 threads a block could no longer give every thread the 128 registers a
+// kernel's packs and sums need; longer rows take the two-pass path.
+constexpr int kMaxThreadsPerRow = 512;
+constexpr int kMinBlockThreads = 256;  // short rows: several rows per block, so a block still has 8 warps
+constexpr int kLongRowThreads = 512;   // the two-pass path: one block per row
+
+// kVec elements of T that travel as one 16-byte access.
+template <typename T>
+struct alignas(kPackBytes) Pack {
+  static constexpr int kVec = kPackBytes / static_cast<int>(sizeof(T));
+  T v[kVec];
+};
+
+// Where the rows are, and how a kernel's threads split them. The host side fills in the first four fields (from a
+// RowView, csrc/rowwise.h); a launcher adds its split with split_rows.
+struct Rows {
+  int64_t rows = 0;         // number of rows: the product of x's leading dimensions
+  int64_t n = 0;            // elements per row: x's last dimension
+  int64_t in_stride = 0;    // elements from one input row to the next (outputs are contiguous: n)
+  bool vectorized = false;  // every row of every operand starts 16-byte aligned and n is a whole number of packs
+  int tpr = 1;              // threads per row (a power of two); unused by the two-pass path
+  bool long_row = false;    // the row does not fit `packs` packs per thread at kMaxThreadsPerRow: two passes
+};
+
+// Threads per block for a row of `tpr` threads: at least kMinBlockThreads, so short rows share a block.
+inline int block_threads(int tpr) {
+  return std::max(tpr, kMinBlockThreads);
+}
+
+// `rows` with the split of a kernel that holds `packs` packs of 16 bytes per thread, for elements of `elem_bytes`:
+// the fewest threads per row (a power of two) that hold the row, or the two-pass path beyond kMaxThreadsPerRow.
+inline Rows split_rows(Rows rows, int packs, int elem_bytes) {
+  const int64_t vec = kPackBytes / elem_bytes;
+  const int64_t threads = ceil_div<int64_t>(ceil_div<int64_t>(rows.n, vec), packs);
+  rows.long_row = threads > kMaxThreadsPerRow;
+  rows.tpr = 1;
+  while (!rows.long_row && rows.tpr < threads) rows.tpr *= 2;
+  return rows;
+}
+
+#ifdef __CUDACC__  // device code (and launch helpers): the host side reads only the part above (csrc/cuda/ops.cpp)
+
+// The thread's place in the block: its row slot and its lane within the row.
+struct Slot {
+  int lane;   // 0 .. tpr - 1
+  int slot;   // 0 .. slots - 1: which of the block's rows
+  int slots;  // rows per block
+};
+__device__ __forceinline__ Slot my_slot(int tpr) {
+  return {static_cast<int>(threadIdx.x) & (tpr - 1), static_cast<int>(threadIdx.x) / tpr,
+          static_cast<int>(blockDim.x) / tpr};
+}
+
+// Pack `pack` of a row (elements pack * kVec ...): one 16-byte load when vectorized, else element by element;
+// elements at or past n read as zero.
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* __restrict__ row, int64_t n, int64_t pack, bool vectorized) {
+  constexpr int kVec = Pack<T>::kVec;
+  const int64_t first = pack * kVec;
+  Pack<T> p;
+  if (vectorized && first < n) {
+    p = *reinterpret_cast<const Pack<T>*>(row + first);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) p.v[e] = first + e < n ? row[first + e] : T(0.0f);
+  }
+  return p;
+}
+
+// Stores pack `pack` of a row: the elements before n.
+template <typename T>
+__device__ __forceinline__ void store_pack(T* __restrict__ row, int64_t n, int64_t pack, bool vectorized,
+                                           const Pack<T>& p) {
+  constexpr int kVec = Pack<T>::kVec;
+  const int64_t first = pack * kVec;
+  if (vectorized) {
+    if (first < n) *reinterpret_cast<Pack<T>*>(row + first) = p;
+  } else {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      if (first + e < n) row[first + e] = p.v[e];
+    }
+  }
+}
+
+// The pack index of the thread's k-th pack: lane, lane + tpr, lane + 2 tpr, ...
+__device__ __forceinline__ int64_t pack_index(int lane, int k, int tpr) {
+  return static_cast<int64_t>(lane) + static_cast<int64_t>(k) * tpr;
+}
+
+// Loads the thread's kP packs of a row into registers (all kPacks loads issued before any is used).
+template <int kP, typename T>
+__device__ __forceinline__ void load_row(const T* __restrict__ row, int64_t n, int lane, int tpr, bool vectorized,
+                                         Pack<T> (&p)[kP]) {
+#pragma unroll
+  for (int k = 0; k < kP; ++k) p[k] = load_pack(row, n, pack_index(lane, k, tpr), vectorized);
+}
+
+// Stores the thread's kP packs of a row (the places load_row read).
+template <int kP, typename T>
+__device__ __forceinline__ void store_row(T* __restrict__ row, int64_t n, int lane, int tpr, bool vectorized,
+                                          const Pack<T> (&p)[kP]) {
+#pragma unroll
+  for (int k = 0; k < kP; ++k) store_pack(row, n, pack_index(lane, k, tpr), vectorized, p[k]);
+}
+
+// Sums v over the tpr threads of each row of the block; every thread gets its row's sum, the same bits each run
+// (fixed shuffle and warp order). Rows of up to 32 threads stay in their warp; longer rows meet in `scratch`
+// (blockDim.x / 32 values of shared memory). All the block's threads must call it, active row or not.
+template <typename A>
+__device__ __forceinline__ A row_sum(A v, int tpr, A* scratch) {
+  v = warp_group_sum(v, tpr < 32 ? tpr : 32);
+  if (tpr <= 32) return v;
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) scratch[warp] = v;
+  __syncthreads();
+  const int per_row = tpr / 32;
+  const int first = warp / per_row * per_row;
+  A sum = scratch[first];
+  for (int i = 1; i < per_row; ++i) sum += scratch[first + i];
+  __syncthreads();  // scratch is free for the next call
+  return sum;
+}
+
+// 1 / sqrt(v) in the arithmetic type: the fast approximate rsqrtf for float (2 ulp), the correctly rounded sqrt
+// for double.
+__device__ __forceinline__ float inv_sqrt(float v) {
+  return rsqrtf(v);
+}
+__device__ __forceinline__ double inv_sqrt(double v) {
+  return 1.0 / sqrt(v);
+}
+
+// Grid size for a row kernel: enough blocks for every row group once, at most `waves` times what the GPU holds at
+// once (blocks_resident: SMs x resident blocks per SM); the blocks' grid stride covers the rest.
+inline int64_t row_grid(int64_t rows, int slots, int64_t blocks_resident) {
+  return std::max<int64_t>(1, std::min<int64_t>(ceil_div<int64_t>(rows, slots), blocks_resident));
+}
+
+// Blocks of kKernel with `threads` threads that `device` holds at once (SMs x
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor), once per kernel, device and block size. The row kernels use
+// static shared memory only, so the block size is all that changes their occupancy; it is kMinBlockThreads or
+// kMaxThreadsPerRow (kLongRowThreads is the same), the two slots of the cache.
+template <auto kKernel>
+int64_t resident_blocks(int device, int threads) {
+  static_assert(kLongRowThreads == kMaxThreadsPerRow, "the cache below has one slot for both");
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices][2] = {};  // 0 = not asked yet
+  const int key = threads > kMinBlockThreads ? 1 : 0;
+  const bool cacheable = device >= 0 && device < kMaxDevices;
+  if (cacheable) {
+    const int cached = cache[device][key].load(std::memory_order_relaxed);
+    if (cached != 0) return int64_t{cached} * sm_count(device);
+  }
+  int per_sm = 0;
+  CUDA_KERNELS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, threads, 0));
+  per_sm = std::max(per_sm, 1);
+  if (cacheable) cache[device][key].store(per_sm, std::memory_order_relaxed);
+  return int64_t{per_sm} * sm_count(device);
+}
+
+#endif  // __CUDACC__
+
+}  // namespace cuda_kernels::rowwise
