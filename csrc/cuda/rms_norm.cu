@@ -30,12 +30,22 @@ using rowwise::kMinBlockThreads;
 using rowwise::Pack;
 using rowwise::Rows;
 
-// Packs of 16 bytes per thread: the forward holds x's (and w's) in registers; the backward holds x, dy and w and
-// sums dw in float for every element it holds, so for 16-bit types it takes half as many packs, which keeps it
-// under the 128 registers a 512-thread block allows without spilling (ptxas -v; 4 packs spilled 104-264 bytes).
+// Packs of 16 bytes per thread. Bandwidth takes bytes in flight: an SM needs about 64 KB of loads outstanding to
+// reach the copy's rate on the H100. The forward holds kPacks packs of x per thread (64 bytes) and reads w only
+// after the reduction, so that 1024 threads (2 blocks of 512, or 4 of 256) fit an SM at 64 registers each
+// (kForwardMinBlocks asks the compiler for that; vectorized only, the scalar fallback would spill): with w held too,
+// 16-bit rows took 118 registers, 512 threads per SM, and ~79% of the copy's rate. Rows too long for kPacks at
+// kMaxThreadsPerRow threads take twice the packs, then the two-pass kernel. The backward holds x, dy and w and sums
+// dw in registers for every element it holds: 16-bit types take 2 packs and load the next row's while working on
+// this one (kPrefetch), so a thread still has 128 bytes in flight, as float's 4 packs do without it (4 packs and
+// prefetch would not fit 128 registers, the most a 512-thread block allows).
 constexpr int kForwardPacks = rowwise::kPacks;
+template <int kP, bool kVectorized>
+constexpr int kForwardMinBlocks = kVectorized && kP <= rowwise::kPacks ? 2 : 1;
 template <typename T>
 constexpr int kBackwardPacks = sizeof(T) == 2 ? rowwise::kPacks / 2 : rowwise::kPacks;
+template <typename T>
+constexpr bool kPrefetch = sizeof(T) == 2;
 
 // The backward sums dw over the rows of a block in shared memory when a block holds several rows: then
 // tpr <= kMinBlockThreads / 2, so a row has at most this many elements.
@@ -46,27 +56,26 @@ constexpr int kSharedCols = kMinBlockThreads / 2 * kBackwardPacks<T> * Pack<T>::
 constexpr int kDwCols = 32;
 constexpr int kDwSlices = 32;
 
-template <typename T>
-__global__ void __launch_bounds__(kMaxThreadsPerRow) rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                                     T* __restrict__ y, Rows rows, opmath_type<T> eps) {
+template <typename T, int kP, bool kVectorized>
+__global__ void __launch_bounds__(kMaxThreadsPerRow, kForwardMinBlocks<kP, kVectorized>)
+    rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Rows rows,
+                    opmath_type<T> eps) {
   using A = opmath_type<T>;
   constexpr int kVec = Pack<T>::kVec;
   __shared__ A scratch[kMaxThreadsPerRow / 32];
   const rowwise::Slot s = rowwise::my_slot(rows.tpr);
-  Pack<T> wp[kForwardPacks];
-  if (w != nullptr) rowwise::load_row(w, rows.n, s.lane, rows.tpr, rows.vectorized, wp);
   // Every thread runs the same number of iterations (row_sum synchronizes the block); slots past the last row
   // compute on zeros and store nothing.
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * s.slots; base < rows.rows;
        base += static_cast<int64_t>(gridDim.x) * s.slots) {
     const int64_t row = base + s.slot;
     const bool active = row < rows.rows;
-    Pack<T> xp[kForwardPacks];
-    rowwise::load_row(x + (active ? row : 0) * rows.in_stride, active ? rows.n : 0, s.lane, rows.tpr, rows.vectorized,
-                      xp);
+    Pack<T> xp[kP];
+    rowwise::load_row<kP, kVectorized>(x + (active ? row : 0) * rows.in_stride, active ? rows.n : 0, s.lane, rows.tpr,
+                                       xp);
     A sum_sq = 0;
 #pragma unroll
-    for (int k = 0; k < kForwardPacks; ++k) {
+    for (int k = 0; k < kP; ++k) {
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         const A v = static_cast<A>(xp[k].v[e]);
@@ -77,55 +86,68 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow) rms_norm_kernel(const T* __
     const A r = rowwise::inv_sqrt(sum_sq / static_cast<A>(rows.n) + eps);
     if (!active) continue;
 #pragma unroll
-    for (int k = 0; k < kForwardPacks; ++k) {
+    for (int k = 0; k < kP; ++k) {
+      Pack<T> wp;
+      if (w != nullptr) wp = rowwise::load_pack<kVectorized>(w, rows.n, rowwise::pack_index(s.lane, k, rows.tpr));
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         A v = static_cast<A>(xp[k].v[e]) * r;
-        if (w != nullptr) v *= static_cast<A>(wp[k].v[e]);
+        if (w != nullptr) v *= static_cast<A>(wp.v[e]);
         xp[k].v[e] = static_cast<T>(v);
       }
     }
-    rowwise::store_row(y + row * rows.n, rows.n, s.lane, rows.tpr, rows.vectorized, xp);
+    rowwise::store_row<kP, kVectorized>(y + row * rows.n, rows.n, s.lane, rows.tpr, xp);
   }
 }
 
-// Rows too long for one row group's registers: one block per row, x read twice (the second time mostly from L2).
-template <typename T>
+// Rows too long for one row group's registers: one block per row, which walks the row in chunks of kLongPacks packs
+// per thread (loads issued together, as load_row does) and reads x twice: once for the sum, once for the output.
+constexpr int kLongPacks = rowwise::kPacks;
+
+template <typename T, bool kVectorized>
 __global__ void __launch_bounds__(kLongRowThreads)
     rms_norm_long_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Rows rows,
                          opmath_type<T> eps) {
   using A = opmath_type<T>;
   constexpr int kVec = Pack<T>::kVec;
   __shared__ A scratch[kLongRowThreads / 32];
-  const int64_t packs = ceil_div<int64_t>(rows.n, kVec);
+  const int tpr = static_cast<int>(blockDim.x);
+  const int64_t chunk = int64_t{kLongPacks} * kVec * tpr;  // elements a chunk covers: a multiple of kVec
   for (int64_t row = blockIdx.x; row < rows.rows; row += gridDim.x) {
     const T* xr = x + row * rows.in_stride;
     A sum_sq = 0;
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      const Pack<T> xp = rowwise::load_pack(xr, rows.n, p, rows.vectorized);
+    for (int64_t c = 0; c < rows.n; c += chunk) {
+      Pack<T> xp[kLongPacks];
+      rowwise::load_row<kLongPacks, kVectorized>(xr + c, rows.n - c, threadIdx.x, tpr, xp);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const A v = static_cast<A>(xp.v[e]);
-        sum_sq += v * v;
+      for (int k = 0; k < kLongPacks; ++k) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const A v = static_cast<A>(xp[k].v[e]);
+          sum_sq += v * v;
+        }
       }
     }
     const A r = rowwise::inv_sqrt(block_sum(sum_sq, scratch) / static_cast<A>(rows.n) + eps);
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      Pack<T> xp = rowwise::load_pack(xr, rows.n, p, rows.vectorized);
-      Pack<T> wp;
-      if (w != nullptr) wp = rowwise::load_pack(w, rows.n, p, rows.vectorized);
+    for (int64_t c = 0; c < rows.n; c += chunk) {
+      Pack<T> xp[kLongPacks], wp[kLongPacks];
+      rowwise::load_row<kLongPacks, kVectorized>(xr + c, rows.n - c, threadIdx.x, tpr, xp);
+      if (w != nullptr) rowwise::load_row<kLongPacks, kVectorized>(w + c, rows.n - c, threadIdx.x, tpr, wp);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        A v = static_cast<A>(xp.v[e]) * r;
-        if (w != nullptr) v *= static_cast<A>(wp.v[e]);
-        xp.v[e] = static_cast<T>(v);
+      for (int k = 0; k < kLongPacks; ++k) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          A v = static_cast<A>(xp[k].v[e]) * r;
+          if (w != nullptr) v *= static_cast<A>(wp[k].v[e]);
+          xp[k].v[e] = static_cast<T>(v);
+        }
       }
-      rowwise::store_pack(y + row * rows.n, rows.n, p, rows.vectorized, xp);
+      rowwise::store_row<kLongPacks, kVectorized>(y + row * rows.n + c, rows.n - c, threadIdx.x, tpr, xp);
     }
   }
 }
 
-template <typename T>
+template <typename T, bool kVectorized>
 __global__ void __launch_bounds__(kMaxThreadsPerRow)
     rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                              T* __restrict__ dx, opmath_type<T>* __restrict__ partial, Rows rows, opmath_type<T> eps) {
@@ -137,16 +159,28 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   const rowwise::Slot s = rowwise::my_slot(rows.tpr);
   const A n = static_cast<A>(rows.n);
   Pack<T> wp[kP];
-  if (w != nullptr) rowwise::load_row(w, rows.n, s.lane, rows.tpr, rows.vectorized, wp);
-  A dw[kP][kVec] = {};  // this thread's columns of dw, summed over its rows
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * s.slots; base < rows.rows;
-       base += static_cast<int64_t>(gridDim.x) * s.slots) {
+  if (w != nullptr) rowwise::load_row<kP, kVectorized>(w, rows.n, s.lane, rows.tpr, wp);
+  // x's and dy's packs of the slot's row in the row group that starts at `base` (zeros past the last row).
+  auto load_group = [&](int64_t base, Pack<T>(&xs)[kP], Pack<T>(&gs)[kP]) {
     const int64_t row = base + s.slot;
     const bool active = row < rows.rows;
     const int64_t offset = (active ? row : 0) * rows.in_stride;
-    Pack<T> xp[kP], gp[kP];
-    rowwise::load_row(x + offset, active ? rows.n : 0, s.lane, rows.tpr, rows.vectorized, xp);
-    rowwise::load_row(dy + offset, active ? rows.n : 0, s.lane, rows.tpr, rows.vectorized, gp);
+    rowwise::load_row<kP, kVectorized>(x + offset, active ? rows.n : 0, s.lane, rows.tpr, xs);
+    rowwise::load_row<kP, kVectorized>(dy + offset, active ? rows.n : 0, s.lane, rows.tpr, gs);
+  };
+  A dw[kP][kVec] = {};  // this thread's columns of dw, summed over its rows
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * s.slots;
+  Pack<T> xp[kP], gp[kP];
+  int64_t base = static_cast<int64_t>(blockIdx.x) * s.slots;
+  if constexpr (kPrefetch<T>) load_group(base, xp, gp);
+  for (; base < rows.rows; base += stride) {
+    Pack<T> xn[kP], gn[kP];  // the next row group's packs, in flight while this one is worked on
+    if constexpr (kPrefetch<T>) {
+      load_group(base + stride, xn, gn);
+    } else {
+      load_group(base, xp, gp);
+    }
+    const int64_t row = base + s.slot;
     A sum_sq = 0, dot = 0;  // sum x^2 and sum (dy * w) * x over the row
 #pragma unroll
     for (int k = 0; k < kP; ++k) {
@@ -163,19 +197,27 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
     dot = rowwise::row_sum(dot, rows.tpr, scratch);
     const A r = rowwise::inv_sqrt(sum_sq / n + eps);
     const A c = dot * r * r * r / n;
-    if (!active) continue;
+    if (row < rows.rows) {
 #pragma unroll
-    for (int k = 0; k < kP; ++k) {
+      for (int k = 0; k < kP; ++k) {
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const A v = static_cast<A>(xp[k].v[e]);
-        const A g0 = static_cast<A>(gp[k].v[e]);
-        const A g = w != nullptr ? g0 * static_cast<A>(wp[k].v[e]) : g0;
-        dw[k][e] += g0 * v * r;
-        xp[k].v[e] = static_cast<T>(g * r - v * c);
+        for (int e = 0; e < kVec; ++e) {
+          const A v = static_cast<A>(xp[k].v[e]);
+          const A g0 = static_cast<A>(gp[k].v[e]);
+          const A g = w != nullptr ? g0 * static_cast<A>(wp[k].v[e]) : g0;
+          dw[k][e] += g0 * v * r;
+          xp[k].v[e] = static_cast<T>(g * r - v * c);
+        }
+      }
+      rowwise::store_row<kP, kVectorized>(dx + row * rows.n, rows.n, s.lane, rows.tpr, xp);
+    }
+    if constexpr (kPrefetch<T>) {
+#pragma unroll
+      for (int k = 0; k < kP; ++k) {
+        xp[k] = xn[k];
+        gp[k] = gn[k];
       }
     }
-    rowwise::store_row(dx + row * rows.n, rows.n, s.lane, rows.tpr, rows.vectorized, xp);
   }
   if (w == nullptr) return;
   // This block's row of `partial`: the sum of its slots' dw, added slot by slot in order (the same bits every run).
@@ -207,60 +249,68 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   for (int64_t col = threadIdx.x; col < rows.n; col += blockDim.x) out[col] = block_dw[col];
 }
 
-// The backward of rms_norm_long_kernel: one block per row, two passes; the block's dw row lives in `partial`, which
-// only this block touches, each column always by the same thread.
-template <typename T>
+// The backward of rms_norm_long_kernel: one block per row, two passes in chunks; the block's dw row lives in
+// `partial`, which only this block touches, each column always by the same thread.
+template <typename T, bool kVectorized>
 __global__ void __launch_bounds__(kLongRowThreads)
     rms_norm_backward_long_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                                   T* __restrict__ dx, opmath_type<T>* __restrict__ partial, Rows rows,
                                   opmath_type<T> eps) {
   using A = opmath_type<T>;
   constexpr int kVec = Pack<T>::kVec;
+  constexpr int kP = kLongPacks / 2;  // x, dy and w: as many bytes in flight as the forward's chunks
   __shared__ A scratch[kLongRowThreads / 32];
-  const int64_t packs = ceil_div<int64_t>(rows.n, kVec);
+  const int tpr = static_cast<int>(blockDim.x);
+  const int64_t chunk = int64_t{kP} * kVec * tpr;
   const A n = static_cast<A>(rows.n);
   A* out = partial + static_cast<int64_t>(blockIdx.x) * rows.n;
   if (w != nullptr) {
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      for (int64_t col = p * kVec; col < std::min<int64_t>((p + 1) * kVec, rows.n); ++col) out[col] = 0;
-    }
+    for (int64_t col = threadIdx.x; col < rows.n; col += blockDim.x) out[col] = 0;
+    __syncthreads();  // the zeros are written by other threads than those that add to them below
   }
   for (int64_t row = blockIdx.x; row < rows.rows; row += gridDim.x) {
     const T* xr = x + row * rows.in_stride;
     const T* gr = dy + row * rows.in_stride;
     A sum_sq = 0, dot = 0;
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      const Pack<T> xp = rowwise::load_pack(xr, rows.n, p, rows.vectorized);
-      const Pack<T> gp = rowwise::load_pack(gr, rows.n, p, rows.vectorized);
-      Pack<T> wp;
-      if (w != nullptr) wp = rowwise::load_pack(w, rows.n, p, rows.vectorized);
+    for (int64_t c = 0; c < rows.n; c += chunk) {
+      Pack<T> xp[kP], gp[kP], wp[kP];
+      rowwise::load_row<kP, kVectorized>(xr + c, rows.n - c, threadIdx.x, tpr, xp);
+      rowwise::load_row<kP, kVectorized>(gr + c, rows.n - c, threadIdx.x, tpr, gp);
+      if (w != nullptr) rowwise::load_row<kP, kVectorized>(w + c, rows.n - c, threadIdx.x, tpr, wp);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const A v = static_cast<A>(xp.v[e]);
-        A g = static_cast<A>(gp.v[e]);
-        if (w != nullptr) g *= static_cast<A>(wp.v[e]);
-        sum_sq += v * v;
-        dot += g * v;
+      for (int k = 0; k < kP; ++k) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const A v = static_cast<A>(xp[k].v[e]);
+          A g = static_cast<A>(gp[k].v[e]);
+          if (w != nullptr) g *= static_cast<A>(wp[k].v[e]);
+          sum_sq += v * v;
+          dot += g * v;
+        }
       }
     }
     sum_sq = block_sum(sum_sq, scratch);
     dot = block_sum(dot, scratch);
     const A r = rowwise::inv_sqrt(sum_sq / n + eps);
-    const A c = dot * r * r * r / n;
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      Pack<T> xp = rowwise::load_pack(xr, rows.n, p, rows.vectorized);
-      const Pack<T> gp = rowwise::load_pack(gr, rows.n, p, rows.vectorized);
-      Pack<T> wp;
-      if (w != nullptr) wp = rowwise::load_pack(w, rows.n, p, rows.vectorized);
+    const A c_dot = dot * r * r * r / n;
+    for (int64_t c = 0; c < rows.n; c += chunk) {
+      Pack<T> xp[kP], gp[kP], wp[kP];
+      rowwise::load_row<kP, kVectorized>(xr + c, rows.n - c, threadIdx.x, tpr, xp);
+      rowwise::load_row<kP, kVectorized>(gr + c, rows.n - c, threadIdx.x, tpr, gp);
+      if (w != nullptr) rowwise::load_row<kP, kVectorized>(w + c, rows.n - c, threadIdx.x, tpr, wp);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const A v = static_cast<A>(xp.v[e]);
-        const A g0 = static_cast<A>(gp.v[e]);
-        const A g = w != nullptr ? g0 * static_cast<A>(wp.v[e]) : g0;
-        if (w != nullptr && p * kVec + e < rows.n) out[p * kVec + e] += g0 * v * r;
-        xp.v[e] = static_cast<T>(g * r - v * c);
+      for (int k = 0; k < kP; ++k) {
+        const int64_t first = c + rowwise::pack_index(threadIdx.x, k, tpr) * kVec;  // the pack's first column
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const A v = static_cast<A>(xp[k].v[e]);
+          const A g0 = static_cast<A>(gp[k].v[e]);
+          const A g = w != nullptr ? g0 * static_cast<A>(wp[k].v[e]) : g0;
+          if (w != nullptr && first + e < rows.n) out[first + e] += g0 * v * r;
+          xp[k].v[e] = static_cast<T>(g * r - v * c_dot);
+        }
       }
-      rowwise::store_pack(dx + row * rows.n, rows.n, p, rows.vectorized, xp);
+      rowwise::store_row<kP, kVectorized>(dx + row * rows.n + c, rows.n - c, threadIdx.x, tpr, xp);
     }
   }
 }
@@ -289,13 +339,16 @@ __global__ void __launch_bounds__(kDwCols* kDwSlices)
 // The grid of the backward (one partial row per block): every row group once, at most one wave of resident blocks.
 template <typename T>
 int64_t backward_grid(const Rows& rows, int device) {  // rows: split for the backward (kBackwardPacks)
-  if (rows.long_row) {
-    return rowwise::row_grid(rows.rows, 1,
-                             rowwise::resident_blocks<rms_norm_backward_long_kernel<T>>(device, kLongRowThreads));
-  }
-  const int threads = rowwise::block_threads(rows.tpr);
-  return rowwise::row_grid(rows.rows, threads / rows.tpr,
-                           rowwise::resident_blocks<rms_norm_backward_kernel<T>>(device, threads));
+  return rowwise::with_vectorized(rows.vectorized, [&](auto vec) -> int64_t {
+    if (rows.long_row) {
+      return rowwise::row_grid(
+          rows.rows, 1,
+          rowwise::resident_blocks<rms_norm_backward_long_kernel<T, vec.value>>(device, kLongRowThreads));
+    }
+    const int threads = rowwise::block_threads(rows.tpr);
+    return rowwise::row_grid(rows.rows, threads / rows.tpr,
+                             rowwise::resident_blocks<rms_norm_backward_kernel<T, vec.value>>(device, threads));
+  });
 }
 
 }  // namespace
@@ -304,18 +357,25 @@ template <typename T>
 cudaError_t forward(const T* x, const T* w, T* y, const Rows& rows_in, double eps, int /*device*/,
                     cudaStream_t stream) {
   using A = opmath_type<T>;
-  const Rows rows = rowwise::split_rows(rows_in, kForwardPacks, sizeof(T));
-  if (rows.long_row) {
-    const auto grid = static_cast<unsigned>(std::min<int64_t>(rows.rows, kMaxGridX));
-    rms_norm_long_kernel<T><<<grid, kLongRowThreads, 0, stream>>>(x, w, y, rows, static_cast<A>(eps));
-  } else {
-    // One block per row group (no persistent loop: its blocks would drift apart in memory, as square's did); the
-    // kernel's grid stride covers grids past CUDA's limit.
+  constexpr int kP = kForwardPacks;
+  // One block per row group (no persistent loop: its blocks would drift apart in memory, as square's did); the
+  // kernel's grid stride covers grids past CUDA's limit.
+  auto launch = [&](auto kernel, const Rows& rows) {
     const int threads = rowwise::block_threads(rows.tpr);
     const auto grid =
         static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(rows.rows, threads / rows.tpr), kMaxGridX));
-    rms_norm_kernel<T><<<grid, threads, 0, stream>>>(x, w, y, rows, static_cast<A>(eps));
-  }
+    kernel<<<grid, threads, 0, stream>>>(x, w, y, rows, static_cast<A>(eps));
+  };
+  rowwise::with_vectorized(rows_in.vectorized, [&](auto vec) {
+    if (const Rows rows = rowwise::split_rows(rows_in, kP, sizeof(T)); !rows.long_row) {
+      launch(rms_norm_kernel<T, kP, vec.value>, rows);
+    } else if (const Rows wide = rowwise::split_rows(rows_in, 2 * kP, sizeof(T)); !wide.long_row) {
+      launch(rms_norm_kernel<T, 2 * kP, vec.value>, wide);
+    } else {
+      const auto grid = static_cast<unsigned>(std::min<int64_t>(rows_in.rows, kMaxGridX));
+      rms_norm_long_kernel<T, vec.value><<<grid, kLongRowThreads, 0, stream>>>(x, w, y, rows, static_cast<A>(eps));
+    }
+  });
   return cudaGetLastError();
 }
 
@@ -330,13 +390,15 @@ cudaError_t backward(const T* dy, const T* x, const T* w, T* dx, T* dw, opmath_t
   using A = opmath_type<T>;
   const Rows rows = rowwise::split_rows(rows_in, kBackwardPacks<T>, sizeof(T));
   const int64_t grid = backward_grid<T>(rows, device);
-  if (rows.long_row) {
-    rms_norm_backward_long_kernel<T>
-        <<<static_cast<unsigned>(grid), kLongRowThreads, 0, stream>>>(dy, x, w, dx, partial, rows, static_cast<A>(eps));
-  } else {
-    rms_norm_backward_kernel<T><<<static_cast<unsigned>(grid), rowwise::block_threads(rows.tpr), 0, stream>>>(
-        dy, x, w, dx, partial, rows, static_cast<A>(eps));
-  }
+  rowwise::with_vectorized(rows.vectorized, [&](auto vec) {
+    if (rows.long_row) {
+      rms_norm_backward_long_kernel<T, vec.value><<<static_cast<unsigned>(grid), kLongRowThreads, 0, stream>>>(
+          dy, x, w, dx, partial, rows, static_cast<A>(eps));
+    } else {
+      rms_norm_backward_kernel<T, vec.value><<<static_cast<unsigned>(grid), rowwise::block_threads(rows.tpr), 0,
+                                               stream>>>(dy, x, w, dx, partial, rows, static_cast<A>(eps));
+    }
+  });
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess || w == nullptr) return err;
   const auto col_blocks = static_cast<unsigned>(ceil_div<int64_t>(rows.n, kDwCols));
   rms_norm_dw_kernel<T><<<col_blocks, kDwCols * kDwSlices, 0, stream>>>(partial, grid, rows.n, dw);

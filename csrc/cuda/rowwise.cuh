@@ -16,6 +16,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "cuda/opmath.h"
 #include "cuda/utils.cuh"
@@ -32,7 +34,7 @@ constexpr int kLongRowThreads = 512;   // the two-pass path: one block per row
 
 // kVec elements of T that travel as one 16-byte access.
 template <typename T>
-struct alignas(kPackBytes) Pack {
+struct alignas(kPackBytes) Pack {  // a uint4's bits: load_pack and store_pack move it as one
   static constexpr int kVec = kPackBytes / static_cast<int>(sizeof(T));
   T v[kVec];
 };
@@ -77,15 +79,32 @@ __device__ __forceinline__ Slot my_slot(int tpr) {
           static_cast<int>(blockDim.x) / tpr};
 }
 
-// Pack `pack` of a row (elements pack * kVec ...): one 16-byte load when vectorized, else element by element;
-// elements at or past n read as zero.
-template <typename T>
-__device__ __forceinline__ Pack<T> load_pack(const T* __restrict__ row, int64_t n, int64_t pack, bool vectorized) {
+// One 16-byte global store (STG.128). Inline PTX, because the compiler split plain Pack<T> or uint4 stores of a
+// thread's later packs into 2- and 4-byte stores (seen in the PTX of rms_norm_kernel), eight times the store
+// instructions for 16-bit types.
+__device__ __forceinline__ void store_16_bytes(void* dst, const uint4& v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// Pack `pack` of a row (elements pack * kVec ...): one 16-byte load when kVectorized (rows aligned, n a whole
+// number of packs: Rows::vectorized), else element by element; elements at or past n read as zero. kVectorized is a
+// template parameter, not a runtime flag: with both paths in one kernel the compiler could no longer issue a
+// thread's loads back to back (each sat behind a branch), which halved the bandwidth of 16-bit rows.
+template <bool kVectorized, typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* __restrict__ row, int64_t n, int64_t pack) {
   constexpr int kVec = Pack<T>::kVec;
   const int64_t first = pack * kVec;
   Pack<T> p;
-  if (vectorized && first < n) {
-    p = *reinterpret_cast<const Pack<T>*>(row + first);
+  if constexpr (kVectorized) {
+    if (first < n) {
+      // Through a uint4, not a Pack<T> assignment: the compiler split some of those into 2-byte accesses.
+      const uint4 bits = *reinterpret_cast<const uint4*>(row + first);
+      memcpy(&p, &bits, sizeof bits);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) p.v[e] = T(0.0f);
+    }
   } else {
 #pragma unroll
     for (int e = 0; e < kVec; ++e) p.v[e] = first + e < n ? row[first + e] : T(0.0f);
@@ -94,13 +113,16 @@ __device__ __forceinline__ Pack<T> load_pack(const T* __restrict__ row, int64_t 
 }
 
 // Stores pack `pack` of a row: the elements before n.
-template <typename T>
-__device__ __forceinline__ void store_pack(T* __restrict__ row, int64_t n, int64_t pack, bool vectorized,
-                                           const Pack<T>& p) {
+template <bool kVectorized, typename T>
+__device__ __forceinline__ void store_pack(T* __restrict__ row, int64_t n, int64_t pack, const Pack<T>& p) {
   constexpr int kVec = Pack<T>::kVec;
   const int64_t first = pack * kVec;
-  if (vectorized) {
-    if (first < n) *reinterpret_cast<Pack<T>*>(row + first) = p;
+  if constexpr (kVectorized) {
+    if (first < n) {
+      uint4 bits;
+      memcpy(&bits, &p, sizeof bits);
+      store_16_bytes(row + first, bits);
+    }
   } else {
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
@@ -114,20 +136,26 @@ __device__ __forceinline__ int64_t pack_index(int lane, int k, int tpr) {
   return static_cast<int64_t>(lane) + static_cast<int64_t>(k) * tpr;
 }
 
-// Loads the thread's kP packs of a row into registers (all kPacks loads issued before any is used).
-template <int kP, typename T>
-__device__ __forceinline__ void load_row(const T* __restrict__ row, int64_t n, int lane, int tpr, bool vectorized,
-                                         Pack<T> (&p)[kP]) {
+// Loads the thread's kP packs of a row into registers (all kP loads issued before any is used).
+template <int kP, bool kVectorized, typename T>
+__device__ __forceinline__ void load_row(const T* __restrict__ row, int64_t n, int lane, int tpr, Pack<T> (&p)[kP]) {
 #pragma unroll
-  for (int k = 0; k < kP; ++k) p[k] = load_pack(row, n, pack_index(lane, k, tpr), vectorized);
+  for (int k = 0; k < kP; ++k) p[k] = load_pack<kVectorized>(row, n, pack_index(lane, k, tpr));
 }
 
 // Stores the thread's kP packs of a row (the places load_row read).
-template <int kP, typename T>
-__device__ __forceinline__ void store_row(T* __restrict__ row, int64_t n, int lane, int tpr, bool vectorized,
-                                          const Pack<T> (&p)[kP]) {
+template <int kP, bool kVectorized, typename T>
+__device__ __forceinline__ void store_row(T* __restrict__ row, int64_t n, int lane, int tpr, const Pack<T> (&p)[kP]) {
 #pragma unroll
-  for (int k = 0; k < kP; ++k) store_pack(row, n, pack_index(lane, k, tpr), vectorized, p[k]);
+  for (int k = 0; k < kP; ++k) store_pack<kVectorized>(row, n, pack_index(lane, k, tpr), p[k]);
+}
+
+// Calls f(std::true_type{}) or f(std::false_type{}) as `vectorized` says: a launcher picks its kernel's
+// kVectorized instantiation with it, as in `with_vectorized(rows.vectorized, [&](auto vec) {
+// kernel<T, vec.value><<<...>>>(...); })`.
+template <typename F>
+decltype(auto) with_vectorized(bool vectorized, F&& f) {
+  return vectorized ? f(std::true_type{}) : f(std::false_type{});
 }
 
 // Sums v over the tpr threads of each row of the block; every thread gets its row's sum, the same bits each run
