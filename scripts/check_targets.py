@@ -30,6 +30,12 @@ Targets:
                     copy's (read + written) a second, the copy being the largest of the same dtype in the run.
   small matmul      float32 (TF32 off) and bfloat16, default variant vs torch.mm: >= 0.80x at 256^3 and 512^3.
   float64 matmul    default variant vs torch.mm (cuBLAS DGEMM): >= 0.80x at 4096^3 and 8192^3.
+  rms_norm          bfloat16 and float32 at 8192x4096, 32768x8192, 4096x1024 and 65536x256 (rows x n): the forward's
+                    bytes a second (x read, weight read, y written) at least 95% of the copy of x's (op
+                    "copy:rms_norm": x read, written), at least 1.00x torch.compile's, and at least 1.25x eager
+                    F.rms_norm ("torch") at the three larger shapes (all but 4096x1024); the backward's (x, dy and
+                    weight read, dx and dweight written) at least 90% of its copy's ("copy:rms_norm_backward") and at
+                    least 1.00x torch.compile's backward.
 
 A run on the CPU (env.device "cpu") has targets of its own:
   matmul vs torch   float32, the CPU kernel vs torch.mm (MKL or OpenBLAS): >= 0.50x at 512^3 and 1024^3.
@@ -71,6 +77,11 @@ ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 SMALL_DTYPES = ("float32", "bfloat16")
 SMALL_MIN_RATIO = {(256, 256, 256): 0.80, (512, 512, 512): 0.80}
 FLOAT64_MIN_RATIO = {(4096, 4096, 4096): 0.80, (8192, 8192, 8192): 0.80}
+RMS_NORM_DTYPES = ("bfloat16", "float32")
+RMS_NORM_SHAPES = ((8192, 4096), (32768, 8192), (4096, 1024), (65536, 256))
+RMS_NORM_EAGER_SHAPES = ((8192, 4096), (32768, 8192), (65536, 256))  # the three larger
+RMS_NORM_FORWARD_MIN_PCT, RMS_NORM_BACKWARD_MIN_PCT = 95.0, 90.0
+RMS_NORM_COMPILE_MIN_RATIO, RMS_NORM_EAGER_MIN_RATIO = 1.00, 1.25
 CPU_MATMUL_MIN_RATIO = {(512, 512, 512): 0.50, (1024, 1024, 1024): 0.50}  # float32, a run on the CPU
 
 Record = dict[str, Any]
@@ -216,6 +227,38 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
             matmul_vs_torch(dtype, shape, target)
     for shape, target in FLOAT64_MIN_RATIO.items():
         matmul_vs_torch("float64", shape, target)
+
+    def rms_norm_vs(op: str, dtype: str, shape: tuple[int, ...], impl: str, target: float) -> None:
+        ours, ref = row(op, dtype, shape, "ours"), row(op, dtype, shape, impl)
+        name = f"{op} {dtype} {'x'.join(map(str, shape))} vs {impl}"
+        if not (ours and ref):
+            results.append(missing(name, ours=ours, **{impl: ref}))
+            return
+        ratio = ref["median_ms"] / ours["median_ms"]
+        text = f"{name}: {ratio:.3f}x (target >= {target:.2f}; {spread(ours, ref, impl)})"
+        results.append((ratio >= target, text))
+
+    def rms_norm_vs_copy(op: str, dtype: str, shape: tuple[int, ...], tensors: int, weights: int, target: float) -> None:
+        ours, copy = row(op, dtype, shape, "ours"), row(f"copy:{op}", dtype, shape, "torch")
+        name = f"{op} {dtype} {'x'.join(map(str, shape))} vs copy"
+        if not (ours and copy):
+            results.append(missing(name, ours=ours, copy=copy))
+            return
+        rows, n = shape
+        ours_rate = (tensors * rows * n + weights * n) / ours["median_ms"]
+        copy_rate = 2 * rows * n / copy["median_ms"]
+        pct = 100 * ours_rate / copy_rate
+        text = f"{name}: {pct:.1f}% (target >= {target:.0f}%; {spread(ours, copy, 'copy')})"
+        results.append((pct >= target, text))
+
+    for dtype in RMS_NORM_DTYPES:
+        for shape in RMS_NORM_SHAPES:
+            rms_norm_vs_copy("rms_norm", dtype, shape, 2, 1, RMS_NORM_FORWARD_MIN_PCT)
+            rms_norm_vs("rms_norm", dtype, shape, "torch.compile", RMS_NORM_COMPILE_MIN_RATIO)
+            if shape in RMS_NORM_EAGER_SHAPES:
+                rms_norm_vs("rms_norm", dtype, shape, "torch", RMS_NORM_EAGER_MIN_RATIO)
+            rms_norm_vs_copy("rms_norm_backward", dtype, shape, 3, 2, RMS_NORM_BACKWARD_MIN_PCT)
+            rms_norm_vs("rms_norm_backward", dtype, shape, "torch.compile", RMS_NORM_COMPILE_MIN_RATIO)
     return results
 
 

@@ -31,8 +31,10 @@ DTYPES = ("float32", "float64", "float16", "bfloat16")
 SIZES = range(12, 29)
 # 2 dtypes x 3 sizes (2^26..2^28) vs copy, 4 dtypes x (17 sizes + geomean) vs torch, 5 float32 matmul shapes,
 # 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32, 3 dtypes x 3 skinny shapes, 4 dtypes' skinny
-# bandwidth, 2 dtypes x 2 small shapes, 2 float64 shapes.
-N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 4 + 2 * 2 + 2
+# bandwidth, 2 dtypes x 2 small shapes, 2 float64 shapes, rms_norm: 2 dtypes x 4 shapes x (forward and backward vs
+# copy and vs torch.compile) + 2 dtypes x 3 shapes vs eager.
+N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 4 + 2 * 2 + 2 + 2 * 4 * 4 + 2 * 3
+RMS_SHAPES = ([8192, 4096], [32768, 8192], [4096, 1024], [65536, 256])
 SKINNY_SHAPES = ([1, 4096, 4096], [16, 4096, 4096], [4096, 1, 4096])
 BANDWIDTH_SHAPE = [1, 16384, 16384]
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
@@ -54,6 +56,8 @@ def records(
     small_ratio: float = 0.95,
     float64_ratio: float = 0.95,
     bandwidth_pct: float = 90.0,
+    rms_pct: float = 99.0,
+    rms_ratio: float = 1.3,
 ) -> list[dict]:
     """Synthetic rows for every target case. torch's square and the copy take 1 ms; ours takes 1 / ratio ms, the
     ratio being square_ratio (one number, or per (dtype, log2 size) with 1.0 for the rest) vs torch and copy_ratio
@@ -64,7 +68,8 @@ def records(
     1 / small_ratio at the small shapes (float32, bfloat16), 1 / float64_ratio in float64; at BANDWIDTH_SHAPE, in
     every dtype, ours moves its bytes at bandwidth_pct percent of the rate of the copy of 2^28 elements; at bfloat16 and float16
     4096^3 and 8192^3 the ladder steps of MMA_STEPS run at step_ratios (default: 07 at 0.30x, 08 at 0.60x, 09 at
-    1.10x)."""
+    1.10x). rms_norm (bfloat16, float32, RMS_SHAPES): the copies take 1 ms, ours forward and backward move their
+    bytes at rms_pct percent of the copy's rate, torch and torch.compile take rms_ratio times ours."""
     rows = []
 
     def add(**row) -> None:
@@ -123,6 +128,15 @@ def records(
         base = {"op": "matmul", "dtype": "float64", "shape": shape}
         add(**base, impl="torch", variant=None, median_ms=1.0)
         add(**base, impl="ours", variant=0, median_ms=1.0 / float64_ratio, correct=True)
+    for dtype in ("bfloat16", "float32"):
+        for shape in RMS_SHAPES:
+            m, n = shape
+            for op, tensors, weights in (("rms_norm", 2, 1), ("rms_norm_backward", 3, 2)):
+                add(op=f"copy:{op}", dtype=dtype, shape=shape, impl="torch", variant=None, median_ms=1.0)
+                ours_ms = (tensors * m * n + weights * n) / (rms_pct / 100 * 2 * m * n)
+                add(op=op, dtype=dtype, shape=shape, impl="ours", variant=None, median_ms=ours_ms, correct=True)
+                for impl in ("torch", "torch.compile"):
+                    add(op=op, dtype=dtype, shape=shape, impl=impl, variant=None, median_ms=ours_ms * rms_ratio)
     return rows
 
 
@@ -346,3 +360,14 @@ def test_a_cpu_run_has_its_own_targets(tmp_path, capsys):
     path.write_text(json.dumps({"env": {"device": "cpu", "cpu": "x86_64"}, "records": cpu_matmul_rows(0.4, 0.7)}))
     assert check_targets.main(str(path)) == 1
     assert "1 of 2 targets met" in capsys.readouterr().out
+
+
+def test_rms_norm_targets():
+    assert not misses(records(rms_pct=95.5, rms_ratio=1.26))
+    missed = misses(records(rms_pct=94.0))  # the forward's 95% of the copy, not the backward's 90%
+    assert len(missed) == 8 and all(name.startswith("rms_norm ") and "vs copy" in name for name in missed), missed
+    missed = misses(records(rms_ratio=1.2))  # below 1.25x eager, above 1.00x torch.compile
+    assert len(missed) == 6 and all(name.endswith("vs torch") for name in missed), missed
+    assert "rms_norm float32 4096x1024 vs torch" not in missed, missed  # no eager target at the smallest shape
+    missed = misses(records(rms_pct=89.0, rms_ratio=0.99))
+    assert len(missed) == 2 * 4 * 4 + 2 * 3, missed
