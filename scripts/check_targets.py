@@ -238,7 +238,9 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
         text = f"{name}: {ratio:.3f}x (target >= {target:.2f}; {spread(ours, ref, impl)})"
         results.append((ratio >= target, text))
 
-    def rms_norm_vs_copy(op: str, dtype: str, shape: tuple[int, ...], tensors: int, weights: int, target: float) -> None:
+    def rms_norm_vs_copy(
+        op: str, dtype: str, shape: tuple[int, ...], tensors: int, weights: int, target: float
+    ) -> None:
         ours, copy = row(op, dtype, shape, "ours"), row(f"copy:{op}", dtype, shape, "torch")
         name = f"{op} {dtype} {'x'.join(map(str, shape))} vs copy"
         if not (ours and copy):
