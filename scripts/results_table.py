@@ -77,6 +77,31 @@ def readme(rows: list[dict]) -> None:
             f"| square, every size, {len(ratios)} dtypes | | torch.square | {min(every):.3f}-{max(every):.3f}x (time); "
             f"geometric mean {min(means):.3f}-{max(means):.3f}x per dtype |"
         )
+
+    # rms_norm, forward and backward: per dtype, the range over issue 39's four shapes of ours' and torch.compile's
+    # bytes a second in % of the copy's (pct_roofline), and of the time ratio torch.compile / ours.
+    def span(values: list[float], fmt: str) -> str:
+        return f"{min(values):{fmt}}-{max(values):{fmt}}"
+
+    for op, label in (("rms_norm", "rms_norm"), ("rms_norm_backward", "rms_norm backward")):
+        dtypes = ("bfloat16", "float32")
+        shapes = [(8192, 4096), (32768, 8192), (4096, 1024), (65536, 256)]
+        ours = {d: [by.get((op, d, s, "ours", None, None)) for s in shapes] for d in dtypes}
+        compiled = {d: [by.get((op, d, s, "torch.compile", None, None)) for s in shapes] for d in dtypes}
+        if not all(r for d in dtypes for r in ours[d] + compiled[d]):
+            continue
+        print(
+            f"| {label} {' / '.join(DTYPE_SHORT[d] for d in dtypes)}, 8192x4096, 32768x8192, 4096x1024, 65536x256 | "
+            + " / ".join(span([o["pct_roofline"] for o in ours[d]], ".1f") + "%" for d in dtypes)
+            + " of copy | torch.compile "
+            + " / ".join(span([c["pct_roofline"] for c in compiled[d]], ".1f") + "%" for d in dtypes)
+            + " | "
+            + " / ".join(
+                span([c["median_ms"] / o["median_ms"] for o, c in zip(ours[d], compiled[d], strict=True)], ".2f")
+                for d in dtypes
+            )
+            + "x |"
+        )
     mm("bfloat16", [cube(4096), cube(8192)], "matmul bf16 4096³ / 8192³")
     mm("float16", [cube(4096), cube(8192)], "matmul fp16 4096³ / 8192³")
     mm("bfloat16", [cube(2048), cube(4000), (8192, 1024, 4096)], "matmul bf16 2048³ / 4000³ / 8192x1024x4096")
