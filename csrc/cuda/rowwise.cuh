@@ -89,8 +89,7 @@ __device__ __forceinline__ void store_16_bytes(void* dst, const uint4& v) {
 
 // Pack `pack` of a row (elements pack * kVec ...): one 16-byte load when kVectorized (rows aligned, n a whole
 // number of packs: Rows::vectorized), else element by element; elements at or past n read as zero. kVectorized is a
-// template parameter, not a runtime flag: with both paths in one kernel the compiler could no longer issue a
-// thread's loads back to back (each sat behind a branch), which halved the bandwidth of 16-bit rows.
+// template parameter, not a runtime flag: with both paths in one kernel each load sat behind a branch (in the PTX).
 template <bool kVectorized, typename T>
 __device__ __forceinline__ Pack<T> load_pack(const T* __restrict__ row, int64_t n, int64_t pack) {
   constexpr int kVec = Pack<T>::kVec;
