@@ -36,9 +36,10 @@ using rowwise::Rows;
 // (kForwardMinBlocks asks the compiler for that; vectorized only, the scalar fallback would spill): with w held too,
 // 16-bit rows took 118 registers, 512 threads per SM, and ~79% of the copy's rate. Rows too long for kPacks at
 // kMaxThreadsPerRow threads take twice the packs, then the two-pass kernel. The backward holds x, dy and w and sums
-// dw in registers for every element it holds: 16-bit types take 2 packs and load the next row's while working on
-// this one (kPrefetch), so a thread still has 128 bytes in flight, as float's 4 packs do without it (4 packs and
-// prefetch would not fit 128 registers, the most a 512-thread block allows).
+// dw in registers for every element it holds (up to 128 registers, so 512 threads per SM): float32 takes 4 packs
+// (128 bytes of loads at the top of each row, none while it works on it); 16-bit types take 2 packs and load the
+// next row's while working on this one (kPrefetch), which took bf16 8192x4096 from 64% to 81% of the copy. That is
+// still 64 bytes in flight per thread, 32 KB per SM: the backward's gap to the copy (docs/rowwise.md).
 constexpr int kForwardPacks = rowwise::kPacks;
 template <int kP, bool kVectorized>
 constexpr int kForwardMinBlocks = kVectorized && kP <= rowwise::kPacks ? 2 : 1;
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   using A = opmath_type<T>;
   constexpr int kVec = Pack<T>::kVec;
   constexpr int kP = kBackwardPacks<T>;
-  __shared__ A scratch[kMaxThreadsPerRow / 32];
+  __shared__ A scratch[2 * kMaxThreadsPerRow / 32];
   __shared__ A block_dw[kSharedCols<T>];
   const rowwise::Slot s = rowwise::my_slot(rows.tpr);
   const A n = static_cast<A>(rows.n);
@@ -181,7 +182,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
       load_group(base, xp, gp);
     }
     const int64_t row = base + s.slot;
-    A sum_sq = 0, dot = 0;  // sum x^2 and sum (dy * w) * x over the row
+    A sums[2] = {0, 0};  // sum x^2 and sum (dy * w) * x over the row, reduced together (one barrier pair)
 #pragma unroll
     for (int k = 0; k < kP; ++k) {
 #pragma unroll
@@ -189,14 +190,13 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
         const A v = static_cast<A>(xp[k].v[e]);
         A g = static_cast<A>(gp[k].v[e]);
         if (w != nullptr) g *= static_cast<A>(wp[k].v[e]);
-        sum_sq += v * v;
-        dot += g * v;
+        sums[0] += v * v;
+        sums[1] += g * v;
       }
     }
-    sum_sq = rowwise::row_sum(sum_sq, rows.tpr, scratch);
-    dot = rowwise::row_sum(dot, rows.tpr, scratch);
-    const A r = rowwise::inv_sqrt(sum_sq / n + eps);
-    const A c = dot * r * r * r / n;
+    rowwise::row_sums(sums, rows.tpr, scratch);
+    const A r = rowwise::inv_sqrt(sums[0] / n + eps);
+    const A c = sums[1] * r * r * r / n;
     if (row < rows.rows) {
 #pragma unroll
       for (int k = 0; k < kP; ++k) {

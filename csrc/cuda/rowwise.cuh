@@ -157,9 +157,33 @@ decltype(auto) with_vectorized(bool vectorized, F&& f) {
   return vectorized ? f(std::true_type{}) : f(std::false_type{});
 }
 
-// Sums v over the tpr threads of each row of the block; every thread gets its row's sum, the same bits each run
-// (fixed shuffle and warp order). Rows of up to 32 threads stay in their warp; longer rows meet in `scratch`
-// (blockDim.x / 32 values of shared memory). All the block's threads must call it, active row or not.
+// Sums each of v[0..kN) over the tpr threads of each row of the block; every thread gets its row's sums, the same
+// bits each run (fixed shuffle and warp order). Rows of up to 32 threads stay in their warp; longer rows meet in
+// `scratch` (kN * blockDim.x / 32 values of shared memory), all kN sums behind one pair of barriers. All the block's
+// threads must call it, active row or not.
+template <int kN, typename A>
+__device__ __forceinline__ void row_sums(A (&v)[kN], int tpr, A* scratch) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) v[i] = warp_group_sum(v[i], tpr < 32 ? tpr : 32);
+  if (tpr <= 32) return;
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) scratch[warp * kN + i] = v[i];
+  }
+  __syncthreads();
+  const int per_row = tpr / 32;
+  const int first = warp / per_row * per_row;  // the row's first warp
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    v[i] = scratch[first * kN + i];
+    for (int j = 1; j < per_row; ++j) v[i] += scratch[(first + j) * kN + i];
+  }
+  __syncthreads();  // scratch is free for the next call
+}
+
+// row_sums of one value. Written out rather than as row_sums<1>, with which the compiler spilled rms_norm_kernel
+// (bf16) at its 64-register bound.
 template <typename A>
 __device__ __forceinline__ A row_sum(A v, int tpr, A* scratch) {
   v = warp_group_sum(v, tpr < 32 ? tpr : 32);
@@ -171,7 +195,7 @@ __device__ __forceinline__ A row_sum(A v, int tpr, A* scratch) {
   const int first = warp / per_row * per_row;
   A sum = scratch[first];
   for (int i = 1; i < per_row; ++i) sum += scratch[first + i];
-  __syncthreads();  // scratch is free for the next call
+  __syncthreads();
   return sum;
 }
 
