@@ -2,7 +2,8 @@
 
 Fast tests (always): refused names and missing markers change nothing (file hashes compared), --dry-run writes
 nothing, a generation writes the four new files and the insertions above each marker, its kernel file includes no
-ATen header, and its output is ruff- and clang-format-clean (where those tools are on PATH).
+ATen header, and its output is ruff- and clang-format-clean (where those tools are on PATH). Nothing here assumes
+which ops the checkout has: a checkout with ops added by the generator passes too.
 
 End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1, which the CI step "new op" sets: the build
 alone takes 1-2 minutes on 2 cores): an op generated in a copy is built CPU-only in place (setup.py build_ext
@@ -13,6 +14,7 @@ csrc/cuda/ops.cpp); on a GPU, the copy is built with CUDA and the op's CUDA test
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import random
@@ -181,7 +183,9 @@ def test_generates_files_and_insertions(repo, capsys):
     assert above(new.API_CPP, "cuda_registrations").endswith(
         '  m.impl("scale2", TORCH_BOX((named<kScale2, scale2_cuda>)));'
     )
-    assert above(new.CUDA_OPS_CPP, "cuda_headers").endswith('#include "cuda/scale2.h"')
+    # The include joins the sorted block above the marker, wherever its name sorts among the ops already there.
+    includes = _trailing_includes(above(new.CUDA_OPS_CPP, "cuda_headers"))
+    assert '#include "cuda/scale2.h"' in includes and includes == sorted(includes)
     host = above(new.CUDA_OPS_CPP, "cuda_host").rstrip()
     assert host.endswith("  return elementwise_cuda(x, kernels::kThreads, launch);\n}")
     assert "Tensor scale2_cuda(const Tensor& x) {\n  check_scale2_input(x);" in host
@@ -194,9 +198,10 @@ def test_generates_files_and_insertions(repo, capsys):
         '_SCALE2 = _Op(\n    "scale2",\n    _scale2_backward,',
     ]:
         assert piece in ops_py
-    init = text(new.INIT_PY)
-    assert "        matmul,\n        scale2,\n        set_dump_dir,\n        square,\n    )" in init
-    assert '    "set_dump_dir",\n    "scale2",\n]' in init
+    imported, exported = _init_names(text(new.INIT_PY))
+    assert {"matmul", "scale2", "set_dump_dir", "square"} <= set(imported)
+    assert imported == sorted(imported, key=new._sort_key)  # ruff's order, whatever ops the checkout has
+    assert exported[-1] == "scale2" and exported[:4] == ["square", "matmul", "build_info", "set_dump_dir"]
     assert 'elementwise(\n        "scale2",' in above(new.BENCH_TABLE, "bench_table")
     for rel in (new.OPS_PY, new.INIT_PY, new.BENCH_TABLE, "tests/ops/test_scale2.py"):
         compile(text(rel), rel, "exec")  # valid Python
@@ -211,6 +216,28 @@ def test_generates_files_and_insertions(repo, capsys):
     code, _, err = run_new(capsys, "scale2", "--root", str(repo))
     assert code == 2 and "exists" in err
     assert hashes(repo) == again
+
+
+def _trailing_includes(text: str) -> list[str]:
+    """The #include lines at the end of text (the block right above a marker)."""
+    lines = text.splitlines()
+    start = len(lines)
+    while start > 0 and lines[start - 1].startswith("#include"):
+        start -= 1
+    return lines[start:]
+
+
+def _init_names(source: str) -> tuple[list[str], list[str]]:
+    """(the names cuda_kernels/__init__.py imports from cuda_kernels.ops, its __all__), in their order."""
+    tree = ast.parse(source)
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "cuda_kernels.ops"]
+    imported = [a.name for a in max(imports, key=lambda n: len(n.names)).names]  # the ops' (others import one)
+    exported = next(
+        [e.value for e in n.value.elts]
+        for n in tree.body
+        if isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"]
+    )
+    return imported, exported
 
 
 def test_second_op_goes_after_the_first(repo, capsys):
