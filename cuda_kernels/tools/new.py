@@ -493,11 +493,13 @@ def write_plan(plan: Plan) -> None:
 
 
 def next_commands(name: str) -> list[str]:
-    """Build, test and benchmark commands for the new op, as the README gives them."""
+    """Build, test and benchmark commands for the new op, as the README gives them: its own tests while editing,
+    then the whole suite, since an op adds to files other tests read (the benchmark table, ops.py, the registry)."""
     return [
         "pip install --no-build-isolation -e .",
         f"python -m pytest -v -s tests/ops/test_{name}.py",
         f"python benchmark.py --op {name} --quick",
+        "make test",
     ]
 
 
@@ -515,7 +517,7 @@ def describe(plan: Plan, dry_run: bool) -> str:
     if dry_run:
         out.append("Dry run: nothing was written.")
     else:
-        out.append("Next:")
+        out.append("Next: build, then the op's tests and benchmark, then the whole suite:")
         out += [f"  {command}" for command in next_commands(plan.name)]
     return "\n".join(out)
 

@@ -165,10 +165,11 @@ def test_generates_files_and_insertions(repo, capsys):
     assert {rel for rel in before if after[rel] != before[rel]} == changed
     for rel in sorted(new_files | changed):
         assert rel in out
-    # The next three commands: build, test, benchmark.
+    # The next commands: build, the op's tests, its benchmark, then the whole suite (an op changes shared files).
     assert "pip install --no-build-isolation -e ." in out
     assert "pytest -v -s tests/ops/test_scale2.py" in out
     assert "python benchmark.py --op scale2 --quick" in out
+    assert "make test" in out
 
     def text(rel: str) -> str:
         return (repo / rel).read_text()
@@ -298,7 +299,7 @@ def test_schema_generates_every_place(repo, capsys, schema):
     changed = {new.OPS_H, new.CHECKS_H, new.API_CPP, new.CUDA_OPS_CPP, new.OPS_PY, new.INIT_PY, new.BENCH_TABLE}
     assert set(after) - set(before) == new_files
     assert {rel for rel in before if after[rel] != before[rel]} == changed
-    assert "python benchmark.py --op probe --quick" in out
+    assert "make test" in out and "python benchmark.py --op probe --quick" in out
 
     def text(rel: str) -> str:
         return (repo / rel).read_text()
