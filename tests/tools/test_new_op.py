@@ -4,10 +4,11 @@ Fast tests (always): refused names, schemas and missing markers change nothing (
 writes nothing, a generation writes the four new files and the insertions above each marker (with --schema, in the
 C++ and Python types of the schema's arguments), its kernel file includes no ATen header, and its output is ruff-
 and clang-format-clean (where those tools are on PATH). Nothing here assumes which ops the checkout has: a checkout
-with ops added by the generator passes too.
+with ops added by the generator passes too (CI's step "new ops" checks that).
 
-End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1, which the CI step "new op" sets: the build
-alone takes 1-2 minutes on 2 cores): an elementwise op and one from a schema generated in a copy; built CPU-only in
+End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1: the build alone takes 1-2 minutes on 2 cores;
+CI's step "new ops" sets it for the compile checks, its own build of a copy standing in for the CPU end to end): an
+elementwise op and one from a schema generated in a copy; built CPU-only in
 place (setup.py build_ext --inplace: the installed package keeps pointing at this checkout), their generated tests
 pass there and the benchmark runs each once; nvcc compiles their CUDA kernels for sm_80 and sm_90a and the host
 compiler their CUDA host functions (in csrc/cuda/ops.cpp); on a GPU, the copy is built with CUDA and the ops' CUDA
