@@ -9,6 +9,7 @@
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/macros.h>
+#include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 
@@ -121,6 +122,34 @@ inline void check_float_input(const char* op, const char* name, const Tensor& t)
   CUDA_KERNELS_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
   CUDA_KERNELS_CHECK(is_supported_float(t.scalar_type()), op, ": ", name,
                      " must be float32, float64, float16 or bfloat16, got ", t.scalar_type());
+}
+
+// t (called `name`) is a float tensor with first's dtype and device (first, called first_name, is checked already):
+// the inputs of an op that computes in one dtype on one device. An optional input (Tensor? in the schema) is checked
+// when it is given.
+inline void check_float_like(const char* op, const char* first_name, const Tensor& first, const char* name,
+                             const Tensor& t) {
+  check_float_input(op, name, t);
+  CUDA_KERNELS_CHECK(t.scalar_type() == first.scalar_type(), op, ": ", first_name, " and ", name,
+                     " must have the same dtype, got ", first.scalar_type(), " and ", t.scalar_type());
+  CUDA_KERNELS_CHECK(t.device() == first.device(), op, ": ", first_name, " and ", name,
+                     " must be on the same device, got ", device_str(first), " and ", device_str(t));
+}
+inline void check_float_like(const char* op, const char* first_name, const Tensor& first, const char* name,
+                             const std::optional<Tensor>& t) {
+  if (t.has_value()) check_float_like(op, first_name, first, name, *t);
+}
+
+// An optional input made contiguous (the tensor itself when it is), for kernels that index it as one flat array.
+inline std::optional<Tensor> contiguous_or_none(const std::optional<Tensor>& t) {
+  if (!t.has_value()) return std::nullopt;
+  return torch::stable::contiguous(*t);
+}
+
+// An optional input's data as a kernel takes it: nullptr when the input is not given.
+template <typename T>
+const T* data_or_null(const std::optional<Tensor>& t) {
+  return t.has_value() ? t->const_data_ptr<T>() : nullptr;
 }
 
 // The output (sizes, elements of `itemsize` bytes) must fit in one tensor: its byte count must fit in int64.

@@ -1,12 +1,15 @@
 // Declarations of every op's per-device implementation, which csrc/api.cpp registers with the dispatcher.
 //
-// Adding an op: `python -m cuda_kernels.new NAME` writes one in every place (README, "Add your own op"). By hand:
+// Adding an op: `python -m cuda_kernels.new NAME [--schema "(...) -> ..."]` writes one in every place (README, "Add
+// your own op"), with the C++ types the stable ABI unboxes its schema's types to (optional inputs as std::optional,
+// int[] as a HeaderOnlyArrayRef<int64_t>: cuda_kernels/tools/op_schema.py). By hand:
 // declare its CPU and CUDA functions here, implement them in csrc/cpu/<op>.cpp and csrc/cuda/ (kernels and a
 // launcher in <op>.cu, the checks, guard and allocation in a .cpp), then add its schema and impl lines to
 // csrc/api.cpp.
 #pragma once
 
 #include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/util/HeaderOnlyArrayRef.h>
 
 #include <cstdint>
 #include <optional>

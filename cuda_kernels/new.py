@@ -1,4 +1,5 @@
-"""`python -m cuda_kernels.new NAME`: a new elementwise op in every place at once (cuda_kernels/tools/new.py)."""
+"""`python -m cuda_kernels.new NAME [--schema "(Tensor x, ...) -> Tensor"]`: a new op in every place at once, elementwise
+or of the schema's signature (cuda_kernels/tools/new.py)."""
 
 from cuda_kernels.tools.new import main
 

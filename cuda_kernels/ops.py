@@ -51,7 +51,35 @@ class _Op:
         self.name = f"cuda_kernels.{name}"
         self.op = getattr(torch.ops.cuda_kernels, name).default
         torch.library.register_autograd(f"cuda_kernels::{name}", backward, setup_context=setup_context)
-        op = self.op
+        # The op takes keyword-only arguments (after `*` in its schema) only by name, while torch.autograd.Function
+        # passes everything positionally: call_op takes all of them positionally and names those, and the formula
+        # sees them as torch's register_autograd shows them (setup_context's keyword_only_inputs; backward returns
+        # one gradient per positional input, none for the keyword-only ones, which torch does not let be tensors).
+        # Ops without any call the op and the formula as they are (no extra Python frame per call).
+        arguments = self.op._schema.arguments
+        keyword_only = tuple(a.name for a in arguments if a.kwarg_only)
+        if keyword_only:
+            n_positional = len(arguments) - len(keyword_only)
+            op_by_name = self.op
+            no_grads = (None,) * len(keyword_only)
+
+            def call_op(*args: Any) -> Any:
+                return op_by_name(*args[:n_positional], **dict(zip(keyword_only, args[n_positional:], strict=True)))
+
+            def run_setup_context(ctx: Any, args: tuple, output: Any) -> None:
+                named = dict(zip(keyword_only, args[n_positional:], strict=True))
+                setup_context(ctx=ctx, inputs=args[:n_positional], keyword_only_inputs=named, output=output)
+
+            def run_backward(ctx: Any, *grads: Any) -> Any:
+                positional_grads = backward(ctx, *grads)
+                if not isinstance(positional_grads, tuple):
+                    positional_grads = (positional_grads,)
+                return (*positional_grads, *no_grads)
+
+            self.call_op: Callable[..., Any] = call_op
+        else:
+            self.call_op, run_setup_context, run_backward = self.op, setup_context, backward
+        op = self.call_op
 
         class Function(torch.autograd.Function):
             # forward takes ctx (no separate setup_context staticmethod): that form is the cheaper one to apply.
@@ -59,18 +87,18 @@ class _Op:
             def forward(ctx: Any, *args: Any) -> Any:
                 with _BELOW_AUTOGRAD():
                     output = op(*args)
-                setup_context(ctx, args, output)
+                run_setup_context(ctx, args, output)
                 return output
 
             @staticmethod
             def backward(ctx: Any, *grads: Any) -> Any:
-                return backward(ctx, *grads)
+                return run_backward(ctx, *grads)
 
         self.function = Function
 
     def __call__(self, *args: Any) -> Any:
         if torch.compiler.is_compiling():  # traced as the registered op: compile's autograd uses the formula
-            return self.op(*args)
+            return self.call_op(*args)
         tensors = [t for t in args if isinstance(t, Tensor)]
         # Dual tensors (forward-mode AD) exist only inside a forward_ad.dual_level(), which sets the current level.
         # Neither autograd layer has a forward-mode formula: refuse a tangent rather than drop it without a word.
@@ -80,11 +108,11 @@ class _Op:
                     _forward_ad.unpack_dual(t).tangent is None,
                     lambda: f"{self.name}: forward-mode AD (a dual tensor) is not supported; use reverse mode",
                 )
-            return self.op(*args)
+            return self.call_op(*args)
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             return self.function.apply(*args)
         with _BELOW_AUTOGRAD():
-            return self.op(*args)
+            return self.call_op(*args)
 
 
 def _check_float(op: str, name: str, t: Tensor) -> None:
@@ -92,6 +120,29 @@ def _check_float(op: str, name: str, t: Tensor) -> None:
         t.dtype in FLOAT_DTYPES,
         lambda: f"{op}: {name} must be float32, float64, float16 or bfloat16, got {t.dtype}",
     )
+
+
+def _check_float_like(op: str, first_name: str, first: Tensor, name: str, t: Tensor) -> None:
+    """As check_float_like in csrc/checks.h: t a float tensor with first's dtype and device."""
+    _check_float(op, name, t)
+    torch._check(
+        t.dtype == first.dtype,
+        lambda: f"{op}: {first_name} and {name} must have the same dtype, got {first.dtype} and {t.dtype}",
+    )
+    torch._check(
+        t.device == first.device,
+        lambda: f"{op}: {first_name} and {name} must be on the same device, got {first.device} and {t.device}",
+    )
+
+
+def _check_float_inputs(op: str, /, **tensors: Tensor | None) -> None:
+    """The input check of the fake kernel of an op generated from a schema, as its check_<op>_inputs in
+    csrc/checks.h: each tensor (None: an optional input not given) float, with the first one's dtype and device."""
+    given = [(name, t) for name, t in tensors.items() if t is not None]
+    first_name, first = given[0]
+    _check_float(op, first_name, first)
+    for name, t in given[1:]:
+        _check_float_like(op, first_name, first, name, t)
 
 
 def _check_output_fits(op: str, shape: tuple, dtype: torch.dtype) -> None:

@@ -1,25 +1,29 @@
-"""Adds a new elementwise op to the repository in one command, from square's pattern:
+"""Adds a new op to the repository in one command, in every place an op lives:
 
-    python -m cuda_kernels.new NAME              # writes the files, prints them and the next three commands
+    python -m cuda_kernels.new NAME              # an elementwise op NAME(x), from square's pattern
+    python -m cuda_kernels.new NAME --schema "(Tensor x, Tensor w, float eps) -> Tensor"   # any signature
     python -m cuda_kernels.new NAME --dry-run    # prints the plan, writes nothing
     python -m cuda_kernels.new NAME --root PATH  # a checkout other than the one this package lives in
 
-New files: csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths and their launcher, with no ATen header:
-an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a
+Without --schema: csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths and their launcher, with no ATen
+header: an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a
 torch::stable::parallel_for kernel), tests/ops/test_NAME.py (devices x dtypes against a torch reference, opcheck,
 gradcheck, torch.compile, bad input). Insertions, each above a marker line (MARKERS): the input check both devices
 run in csrc/checks.h; the declarations in csrc/ops.h; the op's name constant, the schema and the CPU and CUDA
 registrations in csrc/api.cpp; the CUDA host function (the input check, then square's elementwise_cuda: guard,
 output, layout, dtype switch) and the kernel header's include in csrc/cuda/ops.cpp; the Python wrapper, fake kernel
 and autograd formula in cuda_kernels/ops.py; the export in cuda_kernels/__init__.py; the benchmark entry in
-cuda_kernels/tools/bench/table.py.
+cuda_kernels/tools/bench/table.py. The op computes the placeholder x * 2 (backward: 2 * grad) for
+float32/float64/float16/bfloat16 tensors of any shape and strides, on the CPU and CUDA.
 
-The generated op computes the placeholder x * 2 (backward: 2 * grad) for float32/float64/float16/bfloat16 tensors of
-any shape and strides, on the CPU and CUDA; every place to edit for the real math is marked TODO(NAME).
+With --schema (a torch.library schema without the name; op_schema.py says which types it takes): the same files and
+places, with the C++ types the stable ABI unboxes the schema's types to, and a placeholder each output of which is a
+contiguous copy of the first Tensor input, on contiguous kernels that take every tensor and number (schema_op.py).
 
-A name is refused (exit code 2, nothing written) when it is not lowercase snake_case of at most MAX_NAME_LEN
-characters, is a Python keyword or builtin, or is taken: an op in csrc/api.cpp, a name in the package or its ops
-module, a file the op would create, a C++ function it would define. Every file is computed in memory first and
+Every place to edit for the real math is marked TODO(NAME). A name is refused (exit code 2, nothing written) when it
+is not lowercase snake_case of at most MAX_NAME_LEN characters, is a Python keyword or builtin, or is taken: an op
+in csrc/api.cpp, a name in the package or its ops module, a file the op would create, a C++ function it would
+define; so is a schema the generator cannot write (op_schema.py). Every file is computed in memory first and
 written only once all checks and markers are found.
 """
 
@@ -36,6 +40,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cuda_kernels.tools import schema_op
+from cuda_kernels.tools.op_schema import SchemaError, parse_schema
 
 # Lowercase snake_case, as the existing ops (square, matmul): the name is used in C++ and Python identifiers, file
 # names and the schema. The length cap keeps every generated line within the 120-column format (clang-format, ruff).
@@ -197,6 +204,7 @@ class Plan:
 
     name: str
     root: Path
+    placeholder: str = "x * 2"  # what the op computes until its author edits it, in words
     new_files: dict[str, str] = field(default_factory=dict)
     changed_files: dict[str, str] = field(default_factory=dict)
 
@@ -306,7 +314,8 @@ def check_not_taken(name: str, root: Path) -> None:
         if path.exists():
             raise Refusal(f"'{name}' is taken: {path} exists")
     # C++ functions the op defines in namespace cuda_kernels or in its own files' anonymous namespaces.
-    symbols = [f"{name}_cpu", f"{name}_cuda", f"check_{name}_input", f"{name}_one", f"{name}_kernel"]
+    symbols = [f"{name}_cpu", f"{name}_cuda", f"check_{name}_input", f"check_{name}_inputs", f"{name}_one"]
+    symbols.append(f"{name}_kernel")
     symbols.append(f"{name}_launch")
     pattern = re.compile(r"\b(" + "|".join(symbols) + r")\b")
     for path in sorted((root / "csrc").rglob("*")):
@@ -385,42 +394,82 @@ def add_to_init(text: str, name: str) -> str:
     return "".join(lines)
 
 
-def make_plan(name: str, root: Path) -> Plan:
-    """Checks the name and computes every new and changed file in memory; raises Refusal, having written nothing."""
+def ensure_imported(text: str, module: str, name: str, rel: str) -> str:
+    """text with `name` added to its top-level one-line `from module import ...` (names in ruff's order: constants,
+    classes, then the rest); unchanged when it imports name already; Refusal when there is no such line."""
+    tree = ast.parse(text)
+    imports = [
+        n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == module and n.lineno == n.end_lineno
+    ]
+    if not imports:
+        raise Refusal(f"{rel}: expected a one-line `from {module} import ...` at the top level")
+    node = imports[0]
+    names = [a.name for a in node.names]
+    if name in names:
+        return text
+    if any(a.asname for a in node.names):
+        raise Refusal(f"{rel}: the line `from {module} import ...` renames what it imports; import {name} there")
+    lines = text.splitlines(keepends=True)
+    kind = lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, _sort_key(n))  # noqa: E731
+    lines[node.lineno - 1] = f"from {module} import {', '.join(sorted([*names, name], key=kind))}\n"
+    return "".join(lines)
+
+
+def _insertions(name: str, root: Path, op: schema_op.SchemaOp | None) -> dict[str, str]:
+    """The changed files' new contents: the op's blocks above each marker (square's pattern, or op's)."""
+    changed: dict[str, str] = {}
+    declarations = op.ops_h_declarations() if op else render(OPS_H_DECLARATIONS, name)
+    changed[OPS_H] = insert_above(_read(root, OPS_H), "declarations", declarations, OPS_H)
+    check = op.checks_h_input() if op else render(CHECKS_H_INPUT, name)
+    changed[CHECKS_H] = insert_above(_read(root, CHECKS_H), "input_checks", check, CHECKS_H)
+    api = _read(root, API_CPP)
+    for key, block in (
+        ("op_names", render(API_OP_NAME, name)),
+        ("schemas", op.api_schema() if op else render(API_SCHEMA, name)),
+        ("cpu_registrations", registration(API_CPU_REGISTRATION, name)),
+        ("cuda_registrations", registration(API_CUDA_REGISTRATION, name)),
+    ):
+        api = insert_above(api, key, block, API_CPP)
+    changed[API_CPP] = api
+    ops_cpp = _read(root, CUDA_OPS_CPP)
+    ops_cpp = insert_include(ops_cpp, "cuda_headers", render(CUDA_HEADER_INCLUDE, name), CUDA_OPS_CPP)
+    host = op.cuda_host_function() if op else render(CUDA_HOST_FUNCTION, name)
+    changed[CUDA_OPS_CPP] = insert_above(ops_cpp, "cuda_host", host, CUDA_OPS_CPP)
+    ops_py = _read(root, OPS_PY)
+    if op and op.schema.uses_sequence:  # int[] and float[] arguments are typed Sequence[...]
+        ops_py = ensure_imported(ops_py, "collections.abc", "Sequence", OPS_PY)
+    block = op.ops_py_block() if op else render(OPS_PY_BLOCK, name)
+    changed[OPS_PY] = insert_above(ops_py, "ops_py", block, OPS_PY)
+    changed[INIT_PY] = add_to_init(_read(root, INIT_PY), name)
+    if not (root / BENCH_TABLE).is_file():
+        raise Refusal(f"{root / BENCH_TABLE} is missing: the benchmark table the new op's entry goes into")
+    entry = op.bench_entry() if op else render(BENCH_ENTRY, name)
+    changed[BENCH_TABLE] = insert_above(_read(root, BENCH_TABLE), "bench_table", entry, BENCH_TABLE)
+    return changed
+
+
+def make_plan(name: str, root: Path, schema: str | None = None) -> Plan:
+    """Checks the name (and the schema, if any) and computes every new and changed file in memory; raises Refusal,
+    having written nothing. schema: a torch.library schema without the name, e.g. "(Tensor x, float eps) -> Tensor";
+    None: an elementwise op of one tensor from square's pattern."""
     check_name(name)
+    op = None
+    if schema is not None:
+        try:
+            op = schema_op.SchemaOp(name, parse_schema(schema, name))
+        except SchemaError as err:
+            raise Refusal(f"--schema: {err}") from None
     root = root.resolve()
     if not (root / "csrc").is_dir():
         raise Refusal(f"{root} has no csrc/: --root must be the repository root")
     check_not_taken(name, root)
-    plan = Plan(name=name, root=root)
-    for pattern, template in NEW_FILES.items():
-        plan.new_files[pattern.format(name=name)] = render((TEMPLATES / template).read_text(), name)
-
-    ops_h = insert_above(_read(root, OPS_H), "declarations", render(OPS_H_DECLARATIONS, name), OPS_H)
-    plan.changed_files[OPS_H] = ops_h
-    checks = insert_above(_read(root, CHECKS_H), "input_checks", render(CHECKS_H_INPUT, name), CHECKS_H)
-    plan.changed_files[CHECKS_H] = checks
-    api = _read(root, API_CPP)
-    for key, block in (
-        ("op_names", API_OP_NAME),
-        ("schemas", API_SCHEMA),
-        ("cpu_registrations", API_CPU_REGISTRATION),
-        ("cuda_registrations", API_CUDA_REGISTRATION),
-    ):
-        text = registration(block, name) if key.endswith("_registrations") else render(block, name)
-        api = insert_above(api, key, text, API_CPP)
-    plan.changed_files[API_CPP] = api
-    ops_cpp = _read(root, CUDA_OPS_CPP)
-    ops_cpp = insert_include(ops_cpp, "cuda_headers", render(CUDA_HEADER_INCLUDE, name), CUDA_OPS_CPP)
-    ops_cpp = insert_above(ops_cpp, "cuda_host", render(CUDA_HOST_FUNCTION, name), CUDA_OPS_CPP)
-    plan.changed_files[CUDA_OPS_CPP] = ops_cpp
-    plan.changed_files[OPS_PY] = insert_above(_read(root, OPS_PY), "ops_py", render(OPS_PY_BLOCK, name), OPS_PY)
-    plan.changed_files[INIT_PY] = add_to_init(_read(root, INIT_PY), name)
-    if not (root / BENCH_TABLE).is_file():
-        raise Refusal(f"{root / BENCH_TABLE} is missing: the benchmark table the new op's entry goes into")
-    plan.changed_files[BENCH_TABLE] = insert_above(
-        _read(root, BENCH_TABLE), "bench_table", render(BENCH_ENTRY, name), BENCH_TABLE
-    )
+    if op is None:
+        plan = Plan(name=name, root=root)
+        for pattern, template in NEW_FILES.items():
+            plan.new_files[pattern.format(name=name)] = render((TEMPLATES / template).read_text(), name)
+    else:
+        plan = Plan(name=name, root=root, placeholder=op.placeholder, new_files=op.new_files())
+    plan.changed_files = _insertions(name, root, op)
     return plan
 
 
@@ -444,11 +493,13 @@ def write_plan(plan: Plan) -> None:
 
 
 def next_commands(name: str) -> list[str]:
-    """Build, test and benchmark commands for the new op, as the README gives them."""
+    """Build, test and benchmark commands for the new op, as the README gives them: its own tests while editing,
+    then the whole suite, since an op adds to files other tests read (the benchmark table, ops.py, the registry)."""
     return [
         "pip install --no-build-isolation -e .",
         f"python -m pytest -v -s tests/ops/test_{name}.py",
         f"python benchmark.py --op {name} --quick",
+        "make test",
     ]
 
 
@@ -458,12 +509,15 @@ def describe(plan: Plan, dry_run: bool) -> str:
     out = [f"cuda_kernels.new: {verb} op '{plan.name}' in {plan.root}"]
     out += [f"  new      {rel}" for rel in plan.new_files]
     out += [f"  changed  {rel}" for rel in plan.changed_files]
-    out.append(f"It computes the placeholder x * 2; the places to edit for the real math, marked TODO({plan.name}):")
+    out.append(
+        f"It computes a placeholder: {plan.placeholder}. The places to edit for the real math, marked "
+        f"TODO({plan.name}):"
+    )
     out += [f"  {line}" for line in plan.todo_lines()]
     if dry_run:
         out.append("Dry run: nothing was written.")
     else:
-        out.append("Next:")
+        out.append("Next: build, then the op's tests and benchmark, then the whole suite:")
         out += [f"  {command}" for command in next_commands(plan.name)]
     return "\n".join(out)
 
@@ -471,21 +525,28 @@ def describe(plan: Plan, dry_run: bool) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m cuda_kernels.new",
-        description="Add a new elementwise op (CUDA and CPU kernels, registrations, Python wrapper, tests, "
-        "benchmark entry) computing x * 2, with TODO(NAME) at each place to edit.",
+        description="Add a new op (CUDA and CPU kernels, registrations, Python wrapper, tests, benchmark entry) with "
+        "a placeholder computation and TODO(NAME) at each place to edit: an elementwise op NAME(x) computing x * 2, or "
+        "with --schema an op of any signature whose outputs are copies of its first Tensor input.",
     )
     parser.add_argument("name", help="the op's name: lowercase snake_case, e.g. scale_shift")
+    parser.add_argument(
+        "--schema",
+        default=None,
+        help='the op\'s torch.library schema without the name, e.g. "(Tensor x, Tensor w, float eps) -> Tensor" '
+        "(default: (Tensor x) -> Tensor, from square's pattern)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
     parser.add_argument("--root", type=Path, default=None, help="repository root (default: this package's checkout)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit code 0 on success, 2 on a refused name or a missing marker (nothing written)."""
+    """Exit code 0 on success, 2 on a refused name or schema or a missing marker (nothing written)."""
     args = build_parser().parse_args(argv)
     root = args.root if args.root is not None else default_root()
     try:
-        plan = make_plan(args.name, root)
+        plan = make_plan(args.name, root, args.schema)
     except Refusal as err:
         print(f"cuda_kernels.new: {err}; nothing was written", file=sys.stderr)
         return 2

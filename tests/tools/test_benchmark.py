@@ -359,10 +359,34 @@ def test_default_cpu_sweep_is_capped():
     assert (8192, 1024, 4096) in {c.shape for c in gpu_cases}
 
 
+def _parsed(op: table.BenchOp, sizes: list[str]) -> list[table.Shape]:
+    """The sizes op's parse_size reads, as shapes."""
+    shapes = []
+    for text in sizes:
+        try:
+            shapes.append(op.parse_size(text))
+        except ValueError:
+            pass
+    return shapes
+
+
 def test_sizes_apply_to_the_ops_they_fit():
-    args = cli.build_parser().parse_args(["--size", "2^24,4096,512x256x128", "--dtype", "float32"])
+    """--op all: each size goes to the ops it fits, square and matmul as written here, and every other op of the table
+    (those python -m cuda_kernels.new adds) to the sizes its parse_size reads."""
+    sizes = ["2^24", "4096", "512x256x128"]
+    args = cli.build_parser().parse_args(["--size", ",".join(sizes), "--dtype", "float32"])
     shapes = {(c.op, c.shape) for c in cli.select_cases(args, torch.device("cpu"))}
-    assert shapes == {("square", (2**24,)), ("square", (4096,)), ("matmul", (4096,) * 3), ("matmul", (512, 256, 128))}
+    examples = {"square", "matmul"}
+    assert {(op, shape) for op, shape in shapes if op in examples} == {
+        ("square", (2**24,)),
+        ("square", (4096,)),
+        ("matmul", (4096,) * 3),
+        ("matmul", (512, 256, 128)),
+    }
+    others = [op for op in table.OPS_IN_ORDER if op.in_all and op.name not in examples]
+    assert {(op, shape) for op, shape in shapes if op not in examples} == {
+        (op.name, shape) for op in others for shape in _parsed(op, sizes)
+    }
     args = cli.build_parser().parse_args(["-i", "1", "--op", "square"])
     assert [(c.op, c.dtype, c.shape) for c in cli.select_cases(args, torch.device("cuda"))] == [
         ("square", torch.float32, (2**24,))

@@ -1,21 +1,27 @@
-"""`python -m cuda_kernels.new NAME`: the op generator, run on temporary copies of the repository.
+"""`python -m cuda_kernels.new NAME [--schema ...]`: the op generator, run on temporary copies of the repository.
 
-Fast tests (always): refused names and missing markers change nothing (file hashes compared), --dry-run writes
-nothing, a generation writes the four new files and the insertions above each marker, its kernel file includes no
-ATen header, and its output is ruff- and clang-format-clean (where those tools are on PATH).
+Fast tests (always): refused names, schemas and missing markers change nothing (file hashes compared), --dry-run
+writes nothing, a generation writes the four new files and the insertions above each marker (with --schema, in the
+C++ and Python types of the schema's arguments), its kernel file includes no ATen header, and its output is ruff-
+and clang-format-clean (where those tools are on PATH). Nothing here assumes which ops the checkout has: a checkout
+with ops added by the generator passes too (CI's step "new ops" checks that).
 
-End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1, which the CI step "new op" sets: the build
-alone takes 1-2 minutes on 2 cores): an op generated in a copy is built CPU-only in place (setup.py build_ext
---inplace: the installed package keeps pointing at this checkout), its generated tests pass there and the benchmark
-runs it once; nvcc compiles its CUDA kernel for sm_90a and the host compiler its CUDA host function (in
-csrc/cuda/ops.cpp); on a GPU, the copy is built with CUDA and the op's CUDA tests pass.
+End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1: the build alone takes 1-2 minutes on 2 cores;
+CI's step "new ops" sets it for the compile checks, its own build of a copy standing in for the CPU end to end): an
+elementwise op and one from a schema generated in a copy; built CPU-only in
+place (setup.py build_ext --inplace: the installed package keeps pointing at this checkout), their generated tests
+pass there and the benchmark runs each once; nvcc compiles their CUDA kernels for sm_80 and sm_90a and the host
+compiler their CUDA host functions (in csrc/cuda/ops.cpp); on a GPU, the copy is built with CUDA and the ops' CUDA
+tests pass.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +32,7 @@ import pytest
 from test_build_config import _heavy_includes
 
 from cuda_kernels.tools import new
+from cuda_kernels.tools.op_schema import MAX_ARG_LEN, parse_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 # What a generation and a build need from the checkout (no build outputs, caches or docs).
@@ -36,7 +43,10 @@ HAS_BENCH_TABLE = (ROOT / new.BENCH_TABLE).is_file()
 STAND_IN_TABLE = f"OPS_IN_ORDER = (\n    {new.MARKERS['bench_table']}\n)\n"
 E2E_ENV = "CUDA_KERNELS_TEST_NEW_OP"
 E2E = os.environ.get(E2E_ENV, "") not in ("", "0")
-NAME = "probe_twice"  # the op the end-to-end tests generate
+NAME = "probe_twice"  # the ops the end-to-end tests generate: elementwise, and from a schema
+SCHEMA_NAME = "probe_schema"
+E2E_SCHEMA = "(Tensor x, Tensor? w=None, float eps=1e-05, *, int n=2) -> (Tensor, Tensor)"
+E2E_OPS = [NAME, SCHEMA_NAME]
 
 
 def copy_repo(dest: Path) -> Path:
@@ -156,10 +166,11 @@ def test_generates_files_and_insertions(repo, capsys):
     assert {rel for rel in before if after[rel] != before[rel]} == changed
     for rel in sorted(new_files | changed):
         assert rel in out
-    # The next three commands: build, test, benchmark.
+    # The next commands: build, the op's tests, its benchmark, then the whole suite (an op changes shared files).
     assert "pip install --no-build-isolation -e ." in out
     assert "pytest -v -s tests/ops/test_scale2.py" in out
     assert "python benchmark.py --op scale2 --quick" in out
+    assert "make test" in out
 
     def text(rel: str) -> str:
         return (repo / rel).read_text()
@@ -181,7 +192,9 @@ def test_generates_files_and_insertions(repo, capsys):
     assert above(new.API_CPP, "cuda_registrations").endswith(
         '  m.impl("scale2", TORCH_BOX((named<kScale2, scale2_cuda>)));'
     )
-    assert above(new.CUDA_OPS_CPP, "cuda_headers").endswith('#include "cuda/scale2.h"')
+    # The include joins the sorted block above the marker, wherever its name sorts among the ops already there.
+    includes = _trailing_includes(above(new.CUDA_OPS_CPP, "cuda_headers"))
+    assert '#include "cuda/scale2.h"' in includes and includes == sorted(includes)
     host = above(new.CUDA_OPS_CPP, "cuda_host").rstrip()
     assert host.endswith("  return elementwise_cuda(x, kernels::kThreads, launch);\n}")
     assert "Tensor scale2_cuda(const Tensor& x) {\n  check_scale2_input(x);" in host
@@ -194,9 +207,10 @@ def test_generates_files_and_insertions(repo, capsys):
         '_SCALE2 = _Op(\n    "scale2",\n    _scale2_backward,',
     ]:
         assert piece in ops_py
-    init = text(new.INIT_PY)
-    assert "        matmul,\n        scale2,\n        set_dump_dir,\n        square,\n    )" in init
-    assert '    "set_dump_dir",\n    "scale2",\n]' in init
+    imported, exported = _init_names(text(new.INIT_PY))
+    assert {"matmul", "scale2", "set_dump_dir", "square"} <= set(imported)
+    assert imported == sorted(imported, key=new._sort_key)  # ruff's order, whatever ops the checkout has
+    assert exported[-1] == "scale2" and exported[:4] == ["square", "matmul", "build_info", "set_dump_dir"]
     assert 'elementwise(\n        "scale2",' in above(new.BENCH_TABLE, "bench_table")
     for rel in (new.OPS_PY, new.INIT_PY, new.BENCH_TABLE, "tests/ops/test_scale2.py"):
         compile(text(rel), rel, "exec")  # valid Python
@@ -211,6 +225,28 @@ def test_generates_files_and_insertions(repo, capsys):
     code, _, err = run_new(capsys, "scale2", "--root", str(repo))
     assert code == 2 and "exists" in err
     assert hashes(repo) == again
+
+
+def _trailing_includes(text: str) -> list[str]:
+    """The #include lines at the end of text (the block right above a marker)."""
+    lines = text.splitlines()
+    start = len(lines)
+    while start > 0 and lines[start - 1].startswith("#include"):
+        start -= 1
+    return lines[start:]
+
+
+def _init_names(source: str) -> tuple[list[str], list[str]]:
+    """(the names cuda_kernels/__init__.py imports from cuda_kernels.ops, its __all__), in their order."""
+    tree = ast.parse(source)
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "cuda_kernels.ops"]
+    imported = [a.name for a in max(imports, key=lambda n: len(n.names)).names]  # the ops' (others import one)
+    exported = next(
+        [e.value for e in n.value.elts]
+        for n in tree.body
+        if isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"]
+    )
+    return imported, exported
 
 
 def test_second_op_goes_after_the_first(repo, capsys):
@@ -239,6 +275,102 @@ def test_sort_key_is_ruffs_order():
     assert sorted(shuffled, key=new._sort_key) == ruff_order
 
 
+# --schema: each schema of the issue, and the C++ declaration it must give (NAME: the op's name).
+SCHEMAS = {
+    "(Tensor x, Tensor w, float eps) -> Tensor": "Tensor NAME_cpu(const Tensor& x, const Tensor& w, double eps);",
+    "(Tensor a, Tensor b) -> Tensor": "Tensor NAME_cpu(const Tensor& a, const Tensor& b);",
+    "(Tensor x, Tensor? bias=None, int n=2) -> Tensor": (
+        "Tensor NAME_cpu(const Tensor& x, const std::optional<Tensor>& bias, int64_t n);"
+    ),
+    "(Tensor x) -> (Tensor, Tensor)": "std::tuple<Tensor, Tensor> NAME_cpu(const Tensor& x);",
+    "(Tensor x, *, float alpha=1.0, int[2] k=[1, 2]) -> Tensor": (
+        "Tensor NAME_cpu(const Tensor& x, double alpha, torch::headeronly::HeaderOnlyArrayRef<int64_t> k);"
+    ),
+}
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_schema_generates_every_place(repo, capsys, schema):
+    """--schema: the files and insertions of an elementwise op, written for the schema's arguments and outputs."""
+    before = hashes(repo)
+    code, out, err = run_new(capsys, "probe", "--schema", schema, "--root", str(repo))
+    assert code == 0, err
+    after = hashes(repo)
+    new_files = {"csrc/cuda/probe.cu", "csrc/cuda/probe.h", "csrc/cpu/probe.cpp", "tests/ops/test_probe.py"}
+    changed = {new.OPS_H, new.CHECKS_H, new.API_CPP, new.CUDA_OPS_CPP, new.OPS_PY, new.INIT_PY, new.BENCH_TABLE}
+    assert set(after) - set(before) == new_files
+    assert {rel for rel in before if after[rel] != before[rel]} == changed
+    assert "make test" in out and "python benchmark.py --op probe --quick" in out
+
+    def text(rel: str) -> str:
+        return (repo / rel).read_text()
+
+    parsed = parse_schema(schema)
+    declaration = SCHEMAS[schema].replace("NAME", "probe")
+    assert declaration in text(new.OPS_H)
+    assert declaration.replace("_cpu(", "_cuda(") in text(new.OPS_H)
+    assert f'm.def("probe{parsed.text}");' in text(new.API_CPP)
+    assert 'm.impl("probe", TORCH_BOX((named<kProbe, probe_cuda>)));' in text(new.API_CPP)
+    checks = text(new.CHECKS_H)
+    for other in parsed.checked_tensors[1:]:  # every tensor against the first: dtype and device
+        assert (
+            f'check_float_like(op, "{parsed.first.name}", {parsed.first.name}, "{other.name}", {other.name});' in checks
+        )
+    # The C++ kernels and the host functions are on the stable ABI: no ATen, c10 (but its scalar types) or pybind11.
+    for rel in ["csrc/cuda/probe.cu", "csrc/cpu/probe.cpp", new.CUDA_OPS_CPP]:
+        code = re.sub(r"//.*", "", text(rel))  # comments may name ATen's counterparts
+        assert not re.search(r"\b(at|pybind11)::|<ATen/|<c10/|torch/extension.h", code), rel
+    assert _heavy_includes(str(repo / "csrc" / "cuda" / "probe.cu"), set(), str(repo / "csrc")) == []
+    ops_py = ast.parse(text(new.OPS_PY))
+    functions = {f.name: f for f in ops_py.body if isinstance(f, ast.FunctionDef)}
+    wrapper = functions["probe"]
+    assert [a.arg for a in wrapper.args.args + wrapper.args.kwonlyargs] == [a.name for a in parsed.args]
+    assert [a.arg for a in wrapper.args.kwonlyargs] == [a.name for a in parsed.args if a.kwarg_only]
+    # The backward stub: one gradient per positional input (torch.library's contract: keyword-only ones get none).
+    returned = next(n for n in ast.walk(functions["_probe_backward"]) if isinstance(n, ast.Return)).value
+    n_grads = len(returned.elts) if isinstance(returned, ast.Tuple) else 1
+    assert n_grads == len([a for a in parsed.args if not a.kwarg_only])
+    setup = [a.arg for a in functions["_probe_setup_context"].args.args]
+    keyword_only = any(a.kwarg_only for a in parsed.args)
+    assert setup == ["ctx", "inputs", "keyword_only_inputs", "output"] if keyword_only else ["ctx", "inputs", "output"]
+    assert 'multi_input(\n        "probe",' in text(new.BENCH_TABLE)
+    for rel in (new.OPS_PY, new.INIT_PY, new.BENCH_TABLE, "tests/ops/test_probe.py"):
+        compile(text(rel), rel, "exec")
+    for place in ["csrc/cuda/probe.cu:", "csrc/cpu/probe.cpp:", "tests/ops/test_probe.py:", f"{new.OPS_PY}:"]:
+        assert any(line.strip().startswith(place) and "TODO(probe)" in line for line in out.splitlines()), place
+
+
+@pytest.mark.parametrize(
+    "schema, why",
+    [
+        ("(Tensor x, Scalar s) -> Tensor", "type 'Scalar'"),
+        ("(Tensor x, SymInt n) -> Tensor", "type 'SymInt'"),
+        ("(Tensor[] xs) -> Tensor", "type 'Tensor[]'"),
+        ("(Tensor x, Dimname d) -> Tensor", "type 'Dimname'"),
+        ("(Tensor x, bool[] b) -> Tensor", "type 'bool[]'"),
+        ("(Tensor x) -> int", "'int' is not a Tensor"),
+        ("(Tensor(a!) x) -> Tensor", "alias annotation 'Tensor(a!)'"),
+        ("(float x) -> Tensor", "no Tensor argument"),
+        ("(Tensor x, *, Tensor? w=None) -> Tensor", "keyword-only Tensor?"),
+        ("(Tensor x, Tensor x) -> Tensor", "appears twice"),
+        ("(Tensor x, Tensor out) -> Tensor", "uses that name itself"),
+        ("(Tensor x, float eps=abc) -> Tensor", "torch does not accept the schema"),
+        ("Tensor x -> Tensor", "must start with '('"),
+    ],
+)
+def test_unsupported_schema_refused_in_one_line(repo, capsys, schema, why):
+    before = hashes(repo)
+    code, out, err = run_new(capsys, "probe", "--schema", schema, "--root", str(repo))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and why in err and "--schema" in err and "nothing was written" in err, err
+    assert hashes(repo) == before
+
+
+def test_help_documents_schema():
+    text = new.build_parser().format_help()
+    assert "--schema" in text and "(Tensor x, Tensor w, float eps) -> Tensor" in " ".join(text.split())
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -247,13 +379,35 @@ def _tool(name: str) -> str:
 
 
 # The shortest and the longest name: generated lines must fit the 120 columns either way.
-FORMAT_NAMES = ["a", "op10", ("ab_" * new.MAX_NAME_LEN)[: new.MAX_NAME_LEN - 1] + "b"]
+LONGEST_NAME = ("ab_" * new.MAX_NAME_LEN)[: new.MAX_NAME_LEN - 1] + "b"
+FORMAT_NAMES = ["a", "op10", LONGEST_NAME]
+# The same for --schema, with the longest argument names and every kind of argument: (name, schema) pairs; the
+# elementwise kind: a schema of None.
+_LONG_ARGS = [f"{c}{'_' * (MAX_ARG_LEN - 2)}{c}" for c in "abcdefgh"]
+FORMAT_SCHEMAS = [
+    ("a", "(Tensor x) -> Tensor"),
+    ("op10", "(Tensor x, Tensor? w=None, float eps=1e-05, *, int n=2, bool flag=False) -> (Tensor, Tensor)"),
+    (
+        LONGEST_NAME,
+        f"(Tensor {_LONG_ARGS[0]}, Tensor {_LONG_ARGS[1]}, Tensor? {_LONG_ARGS[2]}, float {_LONG_ARGS[3]}, "
+        f'*, int[2] {_LONG_ARGS[4]}=[1, 2], str {_LONG_ARGS[5]}="mean", float? {_LONG_ARGS[6]}=None, '
+        f"int[]? {_LONG_ARGS[7]}=None) -> (Tensor, Tensor, Tensor)",
+    ),
+]
+FORMAT_CASES = [(name, None) for name in FORMAT_NAMES] + FORMAT_SCHEMAS
+FORMAT_IDS = [f"{'schema' if schema else 'elementwise'}-{len(name)}" for name, schema in FORMAT_CASES]
 
 
-@pytest.mark.parametrize("name", FORMAT_NAMES)
-def test_generated_cpp_is_clang_format_clean(repo, capsys, name):
+def _generate(capsys: pytest.CaptureFixture[str], repo: Path, name: str, schema: str | None) -> None:
+    args = [name, "--root", str(repo)] + (["--schema", schema] if schema else [])
+    code, _, err = run_new(capsys, *args)
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("name, schema", FORMAT_CASES, ids=FORMAT_IDS)
+def test_generated_cpp_is_clang_format_clean(repo, capsys, name, schema):
     clang_format = _tool("clang-format")
-    assert run_new(capsys, name, "--root", str(repo))[0] == 0
+    _generate(capsys, repo, name, schema)
     files = [
         f"csrc/cuda/{name}.cu",
         f"csrc/cuda/{name}.h",
@@ -267,10 +421,10 @@ def test_generated_cpp_is_clang_format_clean(repo, capsys, name):
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("name", FORMAT_NAMES)
-def test_generated_python_is_ruff_clean(repo, capsys, name):
+@pytest.mark.parametrize("name, schema", FORMAT_CASES, ids=FORMAT_IDS)
+def test_generated_python_is_ruff_clean(repo, capsys, name, schema):
     ruff = _tool("ruff")
-    assert run_new(capsys, name, "--root", str(repo))[0] == 0
+    _generate(capsys, repo, name, schema)
     files = [f"tests/ops/test_{name}.py", new.OPS_PY, new.INIT_PY]
     if HAS_BENCH_TABLE:
         files.append(new.BENCH_TABLE)  # the stand-in table's names are undefined: checked only when real
@@ -302,9 +456,10 @@ requires_e2e = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the repo with NAME generated in it (not built)."""
+    """A copy of the repo with NAME and SCHEMA_NAME generated in it (not built)."""
     repo = copy_repo(tmp_path_factory.mktemp("new_op") / "repo")
     assert new.main([NAME, "--root", str(repo)]) == 0
+    assert new.main([SCHEMA_NAME, "--schema", E2E_SCHEMA, "--root", str(repo)]) == 0
     return repo
 
 
@@ -326,14 +481,14 @@ def test_end_to_end_cpu(generated):
         [sys.executable, "-c", "import cuda_kernels as ck; print(ck.__file__, ck.build_info()['cuda'])"], repo, 300
     )
     assert where.stdout.split() == [str(repo / "cuda_kernels" / "__init__.py"), "False"], where.stdout
-    tests = _run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/ops/test_{NAME}.py"], repo, 900
-    )
+    test_files = [f"tests/ops/test_{op}.py" for op in E2E_OPS]
+    tests = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test_files], repo, 900)
     assert " passed" in tests.stdout and "failed" not in tests.stdout, tests.stdout[-3000:]
     if not HAS_BENCH_TABLE:
         pytest.skip(f"built and passed its tests; no benchmark: {new.BENCH_TABLE} does not exist in this checkout")
-    bench = _run([sys.executable, "benchmark.py", "--op", NAME, "--quick", "--device", "cpu"], repo, 900)
-    assert NAME in bench.stdout, bench.stdout[-3000:]
+    for op in E2E_OPS:
+        bench = _run([sys.executable, "benchmark.py", "--op", op, "--quick", "--device", "cpu"], repo, 900)
+        assert op in bench.stdout, bench.stdout[-3000:]
 
 
 @pytest.mark.slow
@@ -351,19 +506,22 @@ def test_end_to_end_cuda(generated, tmp_path):
     _run([sys.executable, "setup.py", "build_ext", "--inplace"], repo, 1800, WITH_CUDA="1", TORCH_CUDA_ARCH_LIST=arch)
     info = _run([sys.executable, "-c", "import cuda_kernels as ck; print(ck.build_info()['cuda'])"], repo, 300)
     assert info.stdout.split() == ["True"], info.stdout
-    tests = _run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", f"tests/ops/test_{NAME}.py"], repo, 900
-    )
-    cuda_passed = [line for line in tests.stdout.splitlines() if "cuda" in line and " PASSED" in line]
-    assert cuda_passed and "FAILED" not in tests.stdout, tests.stdout[-3000:]  # the CUDA cases ran, not skipped
-    bench = _run([sys.executable, "benchmark.py", "--op", NAME, "--quick", "--device", "cuda"], repo, 900)
-    assert NAME in bench.stdout, bench.stdout[-3000:]
+    for op in E2E_OPS:
+        tests = _run(
+            [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", f"tests/ops/test_{op}.py"], repo, 900
+        )
+        cuda_passed = [line for line in tests.stdout.splitlines() if "cuda" in line and " PASSED" in line]
+        assert cuda_passed and "FAILED" not in tests.stdout, tests.stdout[-3000:]  # the CUDA cases ran, not skipped
+        bench = _run([sys.executable, "benchmark.py", "--op", op, "--quick", "--device", "cuda"], repo, 900)
+        assert op in bench.stdout, bench.stdout[-3000:]
 
 
 @pytest.mark.slow
 @requires_e2e
-def test_generated_kernel_compiles_with_nvcc(generated):
-    """nvcc compiles the generated .cu alone for sm_90a, with the include paths and nvcc flags of a torch build."""
+@pytest.mark.parametrize("op", E2E_OPS)
+def test_generated_kernel_compiles_with_nvcc(generated, op):
+    """nvcc compiles each generated .cu alone for sm_80 and sm_90a (CI's archs), with the include paths and nvcc
+    flags of a torch build."""
     from torch.utils.cpp_extension import COMMON_NVCC_FLAGS, include_paths
 
     from cuda_kernels.tools.build_config import find_cuda_home
@@ -371,18 +529,19 @@ def test_generated_kernel_compiles_with_nvcc(generated):
     cuda_home = find_cuda_home()
     if cuda_home is None:
         pytest.skip("no CUDA toolkit (nvcc) found")
-    cmd = [os.path.join(cuda_home, "bin", "nvcc"), "-std=c++20", "-gencode=arch=compute_90a,code=sm_90a"]
+    cmd = [os.path.join(cuda_home, "bin", "nvcc"), "-std=c++20"]
+    cmd += ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a"]
     cmd += [*COMMON_NVCC_FLAGS, "-I" + str(generated / "csrc"), "-I" + os.path.join(cuda_home, "include")]
     cmd += [f"-I{p}" for p in include_paths()]
-    cmd += ["-c", f"csrc/cuda/{NAME}.cu", "-o", str(generated / f"{NAME}.o")]
+    cmd += ["-c", f"csrc/cuda/{op}.cu", "-o", str(generated / f"{op}.o")]
     _run(cmd, generated, timeout=900)
-    assert (generated / f"{NAME}.o").stat().st_size > 0
+    assert (generated / f"{op}.o").stat().st_size > 0
 
 
 @pytest.mark.slow
 @requires_e2e
 def test_generated_host_function_compiles(generated):
-    """The op's CUDA host function, inserted in csrc/cuda/ops.cpp (only CUDA builds compile that file): the host
+    """The ops' CUDA host functions, inserted in csrc/cuda/ops.cpp (only CUDA builds compile that file): the host
     compiler parses ops.cpp with torch's and CUDA's include paths."""
     from torch.utils.cpp_extension import include_paths
 

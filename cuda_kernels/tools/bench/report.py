@@ -69,7 +69,7 @@ def make_record(
 def add_metrics(records: list[dict[str, Any]], peaks: Peaks | None) -> None:
     """Fills gbps, tflops, pct_roofline, pct_peak and speedup in place.
 
-    pct_roofline: a memory-bound op -> GB/s over its roofline op's (a copy of the same bytes, same dtype and size);
+    pct_roofline: a memory-bound op -> GB/s over its roofline op's (a copy, same dtype and size);
     a compute-bound op -> TFLOP/s over torch's row (cuBLAS for matmul; with the same math: a TF32 row against
     cuBLAS TF32); the roofline rows themselves get 100. pct_peak: of the datasheet's HBM bandwidth for memory-bound
     ops, of its TFLOP/s peak for the dtype (TF32 for math "tf32") otherwise. speedup (ours): torch time / ours.
@@ -90,14 +90,12 @@ def add_metrics(records: list[dict[str, Any]], peaks: Peaks | None) -> None:
         else:
             roof = by_key.get((r["op"], r["dtype"], shape, "torch", None, math_mode))
         if roof and roof["median_ms"] is not None:
-            # A rate ratio: of bytes a second against the roofline op's own bytes (a row-wise backward moves 1.5x
-            # its copy's), or of FLOPs, which are the same on both sides.
-            roof_op = OPS[roof["op"]]
-            if n_flops is None:
-                roof_bytes = roof_op.bytes_moved(shape, DTYPES[r["dtype"]].itemsize)
-                r["pct_roofline"] = 100 * r["gbps"] / (roof_bytes / (roof["median_ms"] * 1e-3) / 1e9)
-            else:
-                r["pct_roofline"] = 100 * roof["median_ms"] / r["median_ms"]
+            # A ratio of rates, each row's bytes over its time: the roofline's bytes may differ from the op's (the
+            # copy of one input of a multi_input op); a compute-bound op and its torch row do the same work.
+            itemsize = DTYPES[r["dtype"]].itemsize
+            rate = op.bytes_moved(shape, itemsize) / r["median_ms"]
+            roof_rate = OPS[roof["op"]].bytes_moved(shape, itemsize) / roof["median_ms"]
+            r["pct_roofline"] = 100 * rate / roof_rate
         if n_flops is not None:
             peak = peak_tflops(peaks, DTYPES[r["dtype"]], math_mode)
             r["pct_peak"] = 100 * r["tflops"] / peak if peak else None

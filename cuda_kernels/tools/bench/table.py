@@ -2,14 +2,16 @@
 
 An entry (BenchOp) says how to make inputs for a size and dtype, our call and torch's, how to check our output,
 the bytes moved and FLOPs, the sweeps, how to read --size, and the op's roofline. Adding an op to the benchmark is
-adding one entry to OPS_IN_ORDER (`python -m cuda_kernels.new NAME` writes it for an elementwise op); nothing
-else in the harness names an op.
+adding one entry to OPS_IN_ORDER (`python -m cuda_kernels.new NAME` writes it: elementwise() for an op of one
+tensor, multi_input() for one generated from a schema); nothing else in the harness names an op.
 
-Sizes: an elementwise op's shape is (n,) elements; matmul's is (M, N, K): a is (M, K), b is (K, N).
+Sizes: an elementwise op's shape is (n,) elements (each input of a multi_input op is (n,)); matmul's is (M, N, K):
+a is (M, K), b is (K, N).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -132,8 +134,9 @@ class BenchOp:
     parse_size: Callable[[str], Shape]  # --size text -> shape; ValueError with the expected form
     format_shape: Callable[[Shape], str]  # for tables: "2^24", "4096x4096x4096"
     sweep: Sweep
-    # The roofline of a memory-bound op: the torch row of this entry (a copy of the same bytes), timed on the same
-    # inputs in the same case. None: the roofline is the op's own torch row (cuBLAS for matmul).
+    # The roofline of a memory-bound op: the torch row of this entry (a copy), timed on the same inputs in the same
+    # case; report.py compares the two rows' rates (GB/s). None: the roofline is the op's own torch row (cuBLAS for
+    # matmul).
     roofline_op: str | None = None
     in_all: bool = True  # `--op all` runs it
     tf32_shapes: list[Shape] = field(default_factory=list)  # the default CUDA sweep adds a TF32 case at these
@@ -144,7 +147,7 @@ class BenchOp:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Elementwise ops (square, and those `python -m cuda_kernels.new` adds)
+# Elementwise ops (square, and those `python -m cuda_kernels.new` adds: elementwise(), multi_input())
 
 
 def _number(text: str) -> int:
@@ -252,13 +255,57 @@ def elementwise(
     )
 
 
+def multi_input(
+    name: str,
+    ours: Callable[..., Tensor | tuple[Tensor, ...]],
+    reference: Callable[..., Tensor | tuple[Tensor, ...]],
+    outputs: int = 1,
+) -> BenchOp:
+    """An entry for an op of several tensors of one shape (n,), as many as reference takes, and `outputs` outputs
+    of that shape (what `python -m cuda_kernels.new NAME --schema ...` writes): memory-bound, each input read and
+    each output written once, its roofline a copy.
+
+    ours(*tensors) calls our op, reference(*tensors) is torch's way to compute it (timed beside ours); each of our
+    outputs must be within assert_close's default tolerance of reference's.
+    """
+    inputs = len(inspect.signature(reference).parameters)
+
+    def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> list[Tensor]:
+        return [x for _ in range(inputs) for x in random_vector(shape, dtype, device, gen)]
+
+    def check(tensors: list[Tensor], out: Tensor | tuple[Tensor, ...], math_mode: str | None) -> tuple[bool, str]:
+        want = reference(*tensors)
+        got, want = (out, want) if outputs > 1 else ((out,), (want,))
+        if len(got) != outputs:
+            return False, f"got {len(got)} outputs, expected {outputs}"
+        for i, (o, r) in enumerate(zip(got, want, strict=True)):
+            ok, note = check_close(o, r)
+            if not ok:
+                return False, f"output {i}: {note}"
+        return True, ""
+
+    return BenchOp(
+        name=name,
+        make_inputs=make_inputs,
+        ours=lambda tensors, variant: lambda: ours(*tensors),
+        torch=lambda tensors: lambda: reference(*tensors),
+        check=check,
+        bytes_moved=lambda shape, itemsize: (inputs + outputs) * shape[0] * itemsize,
+        flops=lambda shape: None,
+        parse_size=parse_elements,
+        format_shape=format_elements,
+        sweep=elementwise_sweep(),
+        roofline_op="copy",
+    )
+
+
 def _copy_call(inputs: list[Tensor]) -> Callable[[], Tensor]:
-    (x,) = inputs
+    x = inputs[0]  # an op of several inputs (multi_input): a copy of the first, whose rate is the roofline
     dst = torch.empty_like(x)  # preallocated: the copy moves exactly 2 * x.nbytes
     return lambda: dst.copy_(x)
 
 
-# The bandwidth roofline of the elementwise ops: a device-to-device copy of the same bytes (torch's row only).
+# The bandwidth roofline of the elementwise ops: a device-to-device copy of their (first) input (torch's row only).
 COPY = BenchOp(
     name="copy",
     make_inputs=random_vector,
