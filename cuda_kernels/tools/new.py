@@ -1,6 +1,9 @@
-"""Adds a new elementwise op to the repository in one command, from square's pattern:
+"""Adds a new op to the repository in one command: elementwise from square's pattern (the default), or row-wise
+(--kind rowwise: a reduction over the last dimension with a per-column weight, forward and backward) from
+rms_norm's (cuda_kernels/tools/new_rowwise.py):
 
     python -m cuda_kernels.new NAME              # writes the files, prints them and the next three commands
+    python -m cuda_kernels.new NAME --kind rowwise
     python -m cuda_kernels.new NAME --dry-run    # prints the plan, writes nothing
     python -m cuda_kernels.new NAME --root PATH  # a checkout other than the one this package lives in
 
@@ -36,6 +39,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cuda_kernels.tools import new_rowwise
 
 # Lowercase snake_case, as the existing ops (square, matmul): the name is used in C++ and Python identifiers, file
 # names and the schema. The length cap keeps every generated line within the 120-column format (clang-format, ruff).
@@ -187,6 +192,53 @@ BENCH_ENTRY = """\
 """
 
 
+@dataclass(frozen=True)
+class Kind:
+    """What one kind of op writes: its new files (path pattern -> template in TEMPLATES), the block inserted above
+    each marker (MARKERS' keys; cuda_headers is the include line), the ops (schemas) it defines and the C++ and
+    Python names it adds, as format strings of the name (a name is refused when any is taken), and the placeholder
+    math it computes. A new kind is one more entry of KINDS."""
+
+    new_files: dict[str, str]
+    blocks: dict[str, str]
+    ops: tuple[str, ...]
+    cpp_symbols: tuple[str, ...]
+    py_names: tuple[str, ...]
+    placeholder: str
+
+
+KINDS = {
+    "elementwise": Kind(
+        new_files=NEW_FILES,
+        blocks={
+            "declarations": OPS_H_DECLARATIONS,
+            "input_checks": CHECKS_H_INPUT,
+            "op_names": API_OP_NAME,
+            "schemas": API_SCHEMA,
+            "cpu_registrations": API_CPU_REGISTRATION,
+            "cuda_registrations": API_CUDA_REGISTRATION,
+            "cuda_headers": CUDA_HEADER_INCLUDE,
+            "cuda_host": CUDA_HOST_FUNCTION,
+            "ops_py": OPS_PY_BLOCK,
+            "bench_table": BENCH_ENTRY,
+        },
+        ops=("{name}",),
+        cpp_symbols=("{name}_cpu", "{name}_cuda", "check_{name}_input", "{name}_one", "{name}_kernel", "{name}_launch"),
+        py_names=("{name}", "_{name}_fake", "_{name}_setup_context", "_{name}_backward"),
+        placeholder="x * 2",
+    ),
+    "rowwise": Kind(
+        new_files=new_rowwise.NEW_FILES,
+        blocks=new_rowwise.BLOCKS,
+        ops=new_rowwise.OPS,
+        cpp_symbols=new_rowwise.CPP_SYMBOLS,
+        py_names=new_rowwise.PY_NAMES,
+        placeholder=new_rowwise.PLACEHOLDER,
+    ),
+}
+DEFAULT_KIND = "elementwise"
+
+
 class Refusal(Exception):
     """The op cannot be added as asked; the message says why. Nothing has been written."""
 
@@ -197,6 +249,7 @@ class Plan:
 
     name: str
     root: Path
+    kind: str = DEFAULT_KIND
     new_files: dict[str, str] = field(default_factory=dict)
     changed_files: dict[str, str] = field(default_factory=dict)
 
@@ -283,13 +336,16 @@ def _op_namespace_attributes() -> set[str]:
     return set(vars(namespace)) | set(dir(type(namespace)))
 
 
-def check_not_taken(name: str, root: Path) -> None:
-    """Raises Refusal when the op, or a file or symbol it would add, exists already under root."""
+def check_not_taken(name: str, root: Path, kind: str = DEFAULT_KIND) -> None:
+    """Raises Refusal when the op (any of the ops its kind defines), or a file or symbol it would add, exists
+    already under root."""
+    spec = KINDS[kind]
     api = _read(root, API_CPP)
-    if re.search(rf'm\.def\("{name}\(', api):
-        raise Refusal(f"op '{name}' exists: {API_CPP} defines its schema")
+    for op in (pattern.format(name=name) for pattern in spec.ops):
+        if re.search(rf'm\.def\("{op}\(', api):
+            raise Refusal(f"op '{op}' exists: {API_CPP} defines its schema")
     for rel in (INIT_PY, OPS_PY):
-        taken = {name, f"_{name}_fake", f"_{name}_setup_context", f"_{name}_backward"} & _module_names(_read(root, rel))
+        taken = {pattern.format(name=name) for pattern in spec.py_names} & _module_names(_read(root, rel))
         if taken:
             raise Refusal(f"'{name}' is taken: {rel} defines {', '.join(sorted(taken))}")
     table = root / BENCH_TABLE
@@ -299,15 +355,17 @@ def check_not_taken(name: str, root: Path) -> None:
     for path in (package / f"{name}.py", package / name):
         if path.exists():
             raise Refusal(f"'{name}' is taken: cuda_kernels.{name} is {path}")
-    if name in _op_namespace_attributes():
-        raise Refusal(f"'{name}' is an attribute of torch.ops.cuda_kernels itself: an op of that name would be hidden")
-    for pattern in NEW_FILES:
+    for op in (pattern.format(name=name) for pattern in spec.ops):
+        if op in _op_namespace_attributes():
+            raise Refusal(
+                f"'{op}' is an attribute of torch.ops.cuda_kernels itself: an op of that name would be hidden"
+            )
+    for pattern in spec.new_files:
         path = root / pattern.format(name=name)
         if path.exists():
             raise Refusal(f"'{name}' is taken: {path} exists")
     # C++ functions the op defines in namespace cuda_kernels or in its own files' anonymous namespaces.
-    symbols = [f"{name}_cpu", f"{name}_cuda", f"check_{name}_input", f"{name}_one", f"{name}_kernel"]
-    symbols.append(f"{name}_launch")
+    symbols = [pattern.format(name=name) for pattern in spec.cpp_symbols]
     pattern = re.compile(r"\b(" + "|".join(symbols) + r")\b")
     for path in sorted((root / "csrc").rglob("*")):
         if path.suffix in (".h", ".cuh", ".cpp", ".cu") and path.is_file():
@@ -385,41 +443,41 @@ def add_to_init(text: str, name: str) -> str:
     return "".join(lines)
 
 
-def make_plan(name: str, root: Path) -> Plan:
+def make_plan(name: str, root: Path, kind: str = DEFAULT_KIND) -> Plan:
     """Checks the name and computes every new and changed file in memory; raises Refusal, having written nothing."""
     check_name(name)
     root = root.resolve()
     if not (root / "csrc").is_dir():
         raise Refusal(f"{root} has no csrc/: --root must be the repository root")
-    check_not_taken(name, root)
-    plan = Plan(name=name, root=root)
-    for pattern, template in NEW_FILES.items():
+    check_not_taken(name, root, kind)
+    spec = KINDS[kind]
+    plan = Plan(name=name, root=root, kind=kind)
+    for pattern, template in spec.new_files.items():
         plan.new_files[pattern.format(name=name)] = render((TEMPLATES / template).read_text(), name)
 
-    ops_h = insert_above(_read(root, OPS_H), "declarations", render(OPS_H_DECLARATIONS, name), OPS_H)
+    def block(key: str) -> str:
+        if key.endswith("_registrations"):  # each line broken as clang-format breaks it, where too long
+            return "".join(registration(line, name) for line in spec.blocks[key].splitlines(keepends=True))
+        return render(spec.blocks[key], name)
+
+    ops_h = insert_above(_read(root, OPS_H), "declarations", block("declarations"), OPS_H)
     plan.changed_files[OPS_H] = ops_h
-    checks = insert_above(_read(root, CHECKS_H), "input_checks", render(CHECKS_H_INPUT, name), CHECKS_H)
+    checks = insert_above(_read(root, CHECKS_H), "input_checks", block("input_checks"), CHECKS_H)
     plan.changed_files[CHECKS_H] = checks
     api = _read(root, API_CPP)
-    for key, block in (
-        ("op_names", API_OP_NAME),
-        ("schemas", API_SCHEMA),
-        ("cpu_registrations", API_CPU_REGISTRATION),
-        ("cuda_registrations", API_CUDA_REGISTRATION),
-    ):
-        text = registration(block, name) if key.endswith("_registrations") else render(block, name)
-        api = insert_above(api, key, text, API_CPP)
+    for key in ("op_names", "schemas", "cpu_registrations", "cuda_registrations"):
+        api = insert_above(api, key, block(key), API_CPP)
     plan.changed_files[API_CPP] = api
     ops_cpp = _read(root, CUDA_OPS_CPP)
-    ops_cpp = insert_include(ops_cpp, "cuda_headers", render(CUDA_HEADER_INCLUDE, name), CUDA_OPS_CPP)
-    ops_cpp = insert_above(ops_cpp, "cuda_host", render(CUDA_HOST_FUNCTION, name), CUDA_OPS_CPP)
+    ops_cpp = insert_include(ops_cpp, "cuda_headers", block("cuda_headers"), CUDA_OPS_CPP)
+    ops_cpp = insert_above(ops_cpp, "cuda_host", block("cuda_host"), CUDA_OPS_CPP)
     plan.changed_files[CUDA_OPS_CPP] = ops_cpp
-    plan.changed_files[OPS_PY] = insert_above(_read(root, OPS_PY), "ops_py", render(OPS_PY_BLOCK, name), OPS_PY)
+    plan.changed_files[OPS_PY] = insert_above(_read(root, OPS_PY), "ops_py", block("ops_py"), OPS_PY)
     plan.changed_files[INIT_PY] = add_to_init(_read(root, INIT_PY), name)
     if not (root / BENCH_TABLE).is_file():
         raise Refusal(f"{root / BENCH_TABLE} is missing: the benchmark table the new op's entry goes into")
     plan.changed_files[BENCH_TABLE] = insert_above(
-        _read(root, BENCH_TABLE), "bench_table", render(BENCH_ENTRY, name), BENCH_TABLE
+        _read(root, BENCH_TABLE), "bench_table", block("bench_table"), BENCH_TABLE
     )
     return plan
 
@@ -458,7 +516,9 @@ def describe(plan: Plan, dry_run: bool) -> str:
     out = [f"cuda_kernels.new: {verb} op '{plan.name}' in {plan.root}"]
     out += [f"  new      {rel}" for rel in plan.new_files]
     out += [f"  changed  {rel}" for rel in plan.changed_files]
-    out.append(f"It computes the placeholder x * 2; the places to edit for the real math, marked TODO({plan.name}):")
+    out.append(
+        f"It computes the placeholder {KINDS[plan.kind].placeholder}; the places to edit for the real math, marked TODO({plan.name}):"
+    )
     out += [f"  {line}" for line in plan.todo_lines()]
     if dry_run:
         out.append("Dry run: nothing was written.")
@@ -471,10 +531,18 @@ def describe(plan: Plan, dry_run: bool) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m cuda_kernels.new",
-        description="Add a new elementwise op (CUDA and CPU kernels, registrations, Python wrapper, tests, "
-        "benchmark entry) computing x * 2, with TODO(NAME) at each place to edit.",
+        description="Add a new op (CUDA and CPU kernels, registrations, Python wrapper, tests, benchmark entry) "
+        "computing a placeholder, with TODO(NAME) at each place to edit.",
     )
     parser.add_argument("name", help="the op's name: lowercase snake_case, e.g. scale_shift")
+    parser.add_argument(
+        "--kind",
+        choices=list(KINDS),
+        default=DEFAULT_KIND,
+        help="elementwise (default): NAME(x), from square's pattern, computing x * 2; rowwise: NAME(x, weight=None) "
+        "reducing over x's last dimension with a per-column weight, and NAME_backward, from rms_norm's pattern, "
+        f"computing {new_rowwise.PLACEHOLDER}",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
     parser.add_argument("--root", type=Path, default=None, help="repository root (default: this package's checkout)")
     return parser
@@ -485,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     root = args.root if args.root is not None else default_root()
     try:
-        plan = make_plan(args.name, root)
+        plan = make_plan(args.name, root, args.kind)
     except Refusal as err:
         print(f"cuda_kernels.new: {err}; nothing was written", file=sys.stderr)
         return 2
