@@ -1,14 +1,16 @@
 """`python -m cuda_kernels.new NAME`: the op generator, run on temporary copies of the repository.
 
 Fast tests (always): refused names and missing markers change nothing (file hashes compared), --dry-run writes
-nothing, a generation writes the four new files and the insertions above each marker, its kernel file includes no
-ATen header, and its output is ruff- and clang-format-clean (where those tools are on PATH).
+nothing, a generation of each kind (elementwise, the default; --kind rowwise) writes the four new files and the
+insertions above each marker, its kernel file includes no ATen header, and its output is ruff- and
+clang-format-clean (where those tools are on PATH).
 
 End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1, which the CI step "new op" sets: the build
 alone takes 1-2 minutes on 2 cores): an op generated in a copy is built CPU-only in place (setup.py build_ext
---inplace: the installed package keeps pointing at this checkout), its generated tests pass there and the benchmark
-runs it once; nvcc compiles its CUDA kernel for sm_90a and the host compiler its CUDA host function (in
-csrc/cuda/ops.cpp); on a GPU, the copy is built with CUDA and the op's CUDA tests pass.
+--inplace: the installed package keeps pointing at this checkout), with a row-wise op beside it; their generated
+tests pass there and the benchmark runs each once; nvcc compiles their CUDA kernels for sm_80 and sm_90a and the host
+compiler their CUDA host functions (in csrc/cuda/ops.cpp); on a GPU, the copy is built with CUDA and the ops' CUDA
+tests pass.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ STAND_IN_TABLE = f"OPS_IN_ORDER = (\n    {new.MARKERS['bench_table']}\n)\n"
 E2E_ENV = "CUDA_KERNELS_TEST_NEW_OP"
 E2E = os.environ.get(E2E_ENV, "") not in ("", "0")
 NAME = "probe_twice"  # the op the end-to-end tests generate
+ROWWISE_NAME = "probe_rows"  # and the row-wise one (--kind rowwise)
 
 
 def copy_repo(dest: Path) -> Path:
@@ -195,8 +198,11 @@ def test_generates_files_and_insertions(repo, capsys):
     ]:
         assert piece in ops_py
     init = text(new.INIT_PY)
-    assert "        matmul,\n        scale2,\n        set_dump_dir,\n        square,\n    )" in init
-    assert '    "set_dump_dir",\n    "scale2",\n]' in init
+    # Added to the import in ruff's order, whatever ops the package has (no list of them here), and to __all__'s end.
+    lines = init.split("from cuda_kernels.ops import (", 1)[1].splitlines()[1:]
+    names = [line.strip().rstrip(",") for line in lines[: [line.strip() for line in lines].index(")")]]
+    assert "scale2" in names and names == sorted(names, key=new._sort_key)
+    assert '    "scale2",\n]' in init
     assert 'elementwise(\n        "scale2",' in above(new.BENCH_TABLE, "bench_table")
     for rel in (new.OPS_PY, new.INIT_PY, new.BENCH_TABLE, "tests/ops/test_scale2.py"):
         compile(text(rel), rel, "exec")  # valid Python
@@ -239,6 +245,88 @@ def test_sort_key_is_ruffs_order():
     assert sorted(shuffled, key=new._sort_key) == ruff_order
 
 
+def test_rowwise_generates_files_and_insertions(repo, capsys):
+    """--kind rowwise: the same four new files and seven changed ones, with two ops (NAME and NAME_backward)."""
+    before = hashes(repo)
+    code, out, err = run_new(capsys, "rowop", "--root", str(repo), "--kind", "rowwise")
+    assert code == 0, err
+    after = hashes(repo)
+    new_files = {"csrc/cuda/rowop.cu", "csrc/cuda/rowop.h", "csrc/cpu/rowop.cpp", "tests/ops/test_rowop.py"}
+    changed = {new.OPS_H, new.CHECKS_H, new.API_CPP, new.CUDA_OPS_CPP, new.OPS_PY, new.INIT_PY, new.BENCH_TABLE}
+    assert set(after) - set(before) == new_files
+    assert {rel for rel in before if after[rel] != before[rel]} == changed
+    text = {rel: (repo / rel).read_text() for rel in new_files | changed}
+    api = text[new.API_CPP]
+    for piece in [
+        'm.def("rowop(Tensor x, Tensor? weight=None) -> Tensor");',
+        'm.def("rowop_backward(Tensor grad, Tensor x, Tensor? weight) -> (Tensor, Tensor)");',
+        'constexpr char kRowopBackward[] = "cuda_kernels.rowop_backward";',
+        'm.impl("rowop_backward", TORCH_BOX((named<kRowopBackward, rowop_backward_cpu>)));',
+        'm.impl("rowop_backward", TORCH_BOX((named<kRowopBackward, rowop_backward_cuda>)));',
+    ]:
+        assert piece in api
+    assert "Grads rowop_backward_cuda(const Tensor& grad, const Tensor& x, const OptTensor& weight);" in text[new.OPS_H]
+    assert "inline void check_rowop_inputs(const Tensor& x, const OptTensor& weight) {" in text[new.CHECKS_H]
+    ops_cpp = text[new.CUDA_OPS_CPP]
+    assert '#include "cuda/rowop.h"' in ops_cpp and "return rowwise_backward(grad, x, weight, launch);" in ops_cpp
+    ops_py = text[new.OPS_PY]
+    for piece in [
+        "def rowop(x: Tensor, weight: Tensor | None = None) -> Tensor:",
+        '@torch.library.register_fake("cuda_kernels::rowop_backward")',
+        "torch.ops.cuda_kernels.rowop_backward.default(grad, x, weight)",
+        '_ROWOP = _Op(\n    "rowop",',
+    ]:
+        assert piece in ops_py
+    assert '*rowwise(\n        "rowop",' in text[new.BENCH_TABLE]
+    # The kernels sit on the shared row-wise helpers, with no ATen header; the tests cover both CUDA paths.
+    cu = text["csrc/cuda/rowop.cu"]
+    for helper in ["rowwise::load_row", "rowwise::row_sum", "rowwise::with_vectorized", "rowwise::write_partial_row"]:
+        assert helper in cu
+    assert _heavy_includes(str(repo / "csrc" / "cuda" / "rowop.cu"), set(), str(repo / "csrc")) == []
+    assert "(2, 40000)" in text["tests/ops/test_rowop.py"]
+    for rel in (new.OPS_PY, new.INIT_PY, new.BENCH_TABLE, "tests/ops/test_rowop.py"):
+        compile(text[rel], rel, "exec")
+    for place in ["csrc/cuda/rowop.cu:", "csrc/cpu/rowop.cpp:", "tests/ops/test_rowop.py:", f"{new.OPS_PY}:"]:
+        assert any(line.strip().startswith(place) and "TODO(rowop)" in line for line in out.splitlines()), place
+    assert "(x - mean(x over the last dim)) * weight" in out
+
+
+@pytest.mark.parametrize(
+    "setup, name, why",
+    [
+        (None, "rms_norm", "op 'rms_norm' exists"),
+        (None, "rms_norm_backward", "op 'rms_norm_backward' exists"),
+        ("scale2_backward", "scale2", "op 'scale2_backward' exists"),  # the backward's name, taken by another op
+        (None, "rms", None),  # free, its backward too: a prefix of a taken name does not clash
+    ],
+)
+def test_rowwise_refuses_taken_names(repo, capsys, setup, name, why):
+    if setup is not None:
+        assert run_new(capsys, setup, "--root", str(repo))[0] == 0
+    before = hashes(repo)
+    code, out, err = run_new(capsys, name, "--root", str(repo), "--kind", "rowwise", "--dry-run")
+    if why is None:
+        assert code == 0, err
+        return
+    assert code == 2 and why in err and "nothing was written" in err, err
+    assert hashes(repo) == before
+
+
+def test_kind_choices_in_help(capsys):
+    with pytest.raises(SystemExit):
+        new.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--kind {elementwise,rowwise}" in help_text and "default" in help_text
+
+
+def test_elementwise_is_the_default(repo, tmp_path, capsys):
+    """--kind elementwise writes exactly what no --kind writes."""
+    other = copy_repo(tmp_path / "other")
+    assert run_new(capsys, "scale2", "--root", str(repo))[0] == 0
+    assert run_new(capsys, "scale2", "--root", str(other), "--kind", "elementwise")[0] == 0
+    assert hashes(repo) == hashes(other)
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -250,10 +338,11 @@ def _tool(name: str) -> str:
 FORMAT_NAMES = ["a", "op10", ("ab_" * new.MAX_NAME_LEN)[: new.MAX_NAME_LEN - 1] + "b"]
 
 
+@pytest.mark.parametrize("kind", sorted(new.KINDS))
 @pytest.mark.parametrize("name", FORMAT_NAMES)
-def test_generated_cpp_is_clang_format_clean(repo, capsys, name):
+def test_generated_cpp_is_clang_format_clean(repo, capsys, name, kind):
     clang_format = _tool("clang-format")
-    assert run_new(capsys, name, "--root", str(repo))[0] == 0
+    assert run_new(capsys, name, "--root", str(repo), "--kind", kind)[0] == 0
     files = [
         f"csrc/cuda/{name}.cu",
         f"csrc/cuda/{name}.h",
@@ -267,10 +356,11 @@ def test_generated_cpp_is_clang_format_clean(repo, capsys, name):
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.parametrize("kind", sorted(new.KINDS))
 @pytest.mark.parametrize("name", FORMAT_NAMES)
-def test_generated_python_is_ruff_clean(repo, capsys, name):
+def test_generated_python_is_ruff_clean(repo, capsys, name, kind):
     ruff = _tool("ruff")
-    assert run_new(capsys, name, "--root", str(repo))[0] == 0
+    assert run_new(capsys, name, "--root", str(repo), "--kind", kind)[0] == 0
     files = [f"tests/ops/test_{name}.py", new.OPS_PY, new.INIT_PY]
     if HAS_BENCH_TABLE:
         files.append(new.BENCH_TABLE)  # the stand-in table's names are undefined: checked only when real
@@ -302,9 +392,10 @@ requires_e2e = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the repo with NAME generated in it (not built)."""
+    """A copy of the repo with NAME and ROWWISE_NAME (--kind rowwise) generated in it (not built)."""
     repo = copy_repo(tmp_path_factory.mktemp("new_op") / "repo")
     assert new.main([NAME, "--root", str(repo)]) == 0
+    assert new.main([ROWWISE_NAME, "--root", str(repo), "--kind", "rowwise"]) == 0
     return repo
 
 
@@ -326,14 +417,14 @@ def test_end_to_end_cpu(generated):
         [sys.executable, "-c", "import cuda_kernels as ck; print(ck.__file__, ck.build_info()['cuda'])"], repo, 300
     )
     assert where.stdout.split() == [str(repo / "cuda_kernels" / "__init__.py"), "False"], where.stdout
-    tests = _run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/ops/test_{NAME}.py"], repo, 900
-    )
+    test_files = [f"tests/ops/test_{name}.py" for name in (NAME, ROWWISE_NAME)]
+    tests = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *test_files], repo, 900)
     assert " passed" in tests.stdout and "failed" not in tests.stdout, tests.stdout[-3000:]
     if not HAS_BENCH_TABLE:
         pytest.skip(f"built and passed its tests; no benchmark: {new.BENCH_TABLE} does not exist in this checkout")
-    bench = _run([sys.executable, "benchmark.py", "--op", NAME, "--quick", "--device", "cpu"], repo, 900)
-    assert NAME in bench.stdout, bench.stdout[-3000:]
+    for name in (NAME, ROWWISE_NAME):
+        bench = _run([sys.executable, "benchmark.py", "--op", name, "--quick", "--device", "cpu"], repo, 900)
+        assert name in bench.stdout, bench.stdout[-3000:]
 
 
 @pytest.mark.slow
@@ -351,9 +442,8 @@ def test_end_to_end_cuda(generated, tmp_path):
     _run([sys.executable, "setup.py", "build_ext", "--inplace"], repo, 1800, WITH_CUDA="1", TORCH_CUDA_ARCH_LIST=arch)
     info = _run([sys.executable, "-c", "import cuda_kernels as ck; print(ck.build_info()['cuda'])"], repo, 300)
     assert info.stdout.split() == ["True"], info.stdout
-    tests = _run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", f"tests/ops/test_{NAME}.py"], repo, 900
-    )
+    test_files = [f"tests/ops/test_{name}.py" for name in (NAME, ROWWISE_NAME)]
+    tests = _run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *test_files], repo, 900)
     cuda_passed = [line for line in tests.stdout.splitlines() if "cuda" in line and " PASSED" in line]
     assert cuda_passed and "FAILED" not in tests.stdout, tests.stdout[-3000:]  # the CUDA cases ran, not skipped
     bench = _run([sys.executable, "benchmark.py", "--op", NAME, "--quick", "--device", "cuda"], repo, 900)
@@ -362,8 +452,11 @@ def test_end_to_end_cuda(generated, tmp_path):
 
 @pytest.mark.slow
 @requires_e2e
-def test_generated_kernel_compiles_with_nvcc(generated):
-    """nvcc compiles the generated .cu alone for sm_90a, with the include paths and nvcc flags of a torch build."""
+@pytest.mark.parametrize("arch", ["80", "90a"])
+@pytest.mark.parametrize("name", [NAME, ROWWISE_NAME])
+def test_generated_kernel_compiles_with_nvcc(generated, name, arch):
+    """nvcc compiles each generated .cu alone for sm_80 and sm_90a, with the include paths and nvcc flags of a torch
+    build."""
     from torch.utils.cpp_extension import COMMON_NVCC_FLAGS, include_paths
 
     from cuda_kernels.tools.build_config import find_cuda_home
@@ -371,18 +464,19 @@ def test_generated_kernel_compiles_with_nvcc(generated):
     cuda_home = find_cuda_home()
     if cuda_home is None:
         pytest.skip("no CUDA toolkit (nvcc) found")
-    cmd = [os.path.join(cuda_home, "bin", "nvcc"), "-std=c++20", "-gencode=arch=compute_90a,code=sm_90a"]
+    cmd = [os.path.join(cuda_home, "bin", "nvcc"), "-std=c++20", f"-gencode=arch=compute_{arch},code=sm_{arch}"]
     cmd += [*COMMON_NVCC_FLAGS, "-I" + str(generated / "csrc"), "-I" + os.path.join(cuda_home, "include")]
     cmd += [f"-I{p}" for p in include_paths()]
-    cmd += ["-c", f"csrc/cuda/{NAME}.cu", "-o", str(generated / f"{NAME}.o")]
+    obj = generated / f"{name}_sm{arch}.o"
+    cmd += ["-c", f"csrc/cuda/{name}.cu", "-o", str(obj)]
     _run(cmd, generated, timeout=900)
-    assert (generated / f"{NAME}.o").stat().st_size > 0
+    assert obj.stat().st_size > 0
 
 
 @pytest.mark.slow
 @requires_e2e
 def test_generated_host_function_compiles(generated):
-    """The op's CUDA host function, inserted in csrc/cuda/ops.cpp (only CUDA builds compile that file): the host
+    """The ops' CUDA host functions (both kinds), inserted in csrc/cuda/ops.cpp (only CUDA builds compile that file): the host
     compiler parses ops.cpp with torch's and CUDA's include paths."""
     from torch.utils.cpp_extension import include_paths
 
