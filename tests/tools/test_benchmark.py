@@ -362,7 +362,13 @@ def test_default_cpu_sweep_is_capped():
 def test_sizes_apply_to_the_ops_they_fit():
     args = cli.build_parser().parse_args(["--size", "2^24,4096,512x256x128", "--dtype", "float32"])
     shapes = {(c.op, c.shape) for c in cli.select_cases(args, torch.device("cpu"))}
-    assert shapes == {("square", (2**24,)), ("square", (4096,)), ("matmul", (4096,) * 3), ("matmul", (512, 256, 128))}
+    # 1-D sizes go to every elementwise op (square, and those python -m cuda_kernels.new adds: no list of them here).
+    elementwise = [
+        op.name for op in table.OPS_IN_ORDER if op.roofline_op == "copy" and op.parse_size is table.parse_elements
+    ]
+    assert "square" in elementwise
+    expected = {(name, shape) for name in elementwise for shape in [(2**24,), (4096,)]}
+    assert shapes == expected | {("matmul", (4096,) * 3), ("matmul", (512, 256, 128))}
     args = cli.build_parser().parse_args(["-i", "1", "--op", "square"])
     assert [(c.op, c.dtype, c.shape) for c in cli.select_cases(args, torch.device("cuda"))] == [
         ("square", torch.float32, (2**24,))
