@@ -23,6 +23,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,8 @@
 namespace cuda_kernels {
 
 using torch::stable::Tensor;
+using OptTensor = std::optional<Tensor>;   // an optional input (Tensor? in the schema)
+using Grads = std::tuple<Tensor, Tensor>;  // a row-wise backward's (dx, dweight)
 using ScalarType = torch::headeronly::ScalarType;
 
 // named<kOp, fn>: fn, registered for the op named kOp (csrc/api.cpp). An error raised below it that does not name
@@ -191,12 +194,12 @@ inline void check_matmul_inputs(const Tensor& a, const Tensor& b) {
   check_output_fits(op, out, static_cast<int64_t>(a.element_size()));
 }
 
-// rms_norm(x, weight, eps): x of at least one dim, its rows the last dim; weight none, or 1-D of the row length with
-// x's dtype and device.
-inline void check_rms_norm_inputs(const Tensor& x, const std::optional<Tensor>& weight) {
-  constexpr const char* op = "cuda_kernels.rms_norm";
+// A row-wise op's inputs (rms_norm's, and those `python -m cuda_kernels.new --kind rowwise` writes): x of at least
+// one dim, its rows the last dim; weight none, or 1-D of the row length with x's dtype and device. `what`: what the
+// op does over the last dim, as the 0-d error says it.
+inline void check_rowwise_inputs(const char* op, const char* what, const Tensor& x, const OptTensor& weight) {
   check_float_input(op, "x", x);
-  CUDA_KERNELS_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension (it normalizes over the last), got a 0-d ",
+  CUDA_KERNELS_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension (it ", what, " over the last), got a 0-d ",
                      "tensor");
   if (weight.has_value()) {
     const Tensor& w = *weight;
@@ -212,16 +215,25 @@ inline void check_rms_norm_inputs(const Tensor& x, const std::optional<Tensor>& 
   check_output_fits(op, x.sizes(), static_cast<int64_t>(x.element_size()));
 }
 
-// rms_norm_backward(grad, x, weight, eps): the forward's checks, and grad of x's shape, dtype and device.
-inline void check_rms_norm_backward_inputs(const Tensor& grad, const Tensor& x, const std::optional<Tensor>& weight) {
-  constexpr const char* op = "cuda_kernels.rms_norm_backward";
-  check_rms_norm_inputs(x, weight);
+// A row-wise backward's grad (`op`: the backward's name): x's shape, dtype and device.
+inline void check_rowwise_grad(const char* op, const Tensor& grad, const Tensor& x) {
   check_float_input(op, "grad", grad);
   CUDA_KERNELS_CHECK(grad.scalar_type() == x.scalar_type() && grad.device() == x.device(), op,
                      ": grad must have x's dtype and device (", x.scalar_type(), " on ", device_str(x), "), got ",
                      grad.scalar_type(), " on ", device_str(grad));
   CUDA_KERNELS_CHECK(shape_str(grad) == shape_str(x), op, ": grad must have x's shape ", shape_str(x), ", got ",
                      shape_str(grad));
+}
+
+// rms_norm(x, weight, eps).
+inline void check_rms_norm_inputs(const Tensor& x, const std::optional<Tensor>& weight) {
+  check_rowwise_inputs("cuda_kernels.rms_norm", "normalizes", x, weight);
+}
+
+// rms_norm_backward(grad, x, weight, eps): the forward's checks, and grad of x's shape, dtype and device.
+inline void check_rms_norm_backward_inputs(const Tensor& grad, const Tensor& x, const std::optional<Tensor>& weight) {
+  check_rms_norm_inputs(x, weight);
+  check_rowwise_grad("cuda_kernels.rms_norm_backward", grad, x);
 }
 
 // cuda_kernels.new: input checks above this line

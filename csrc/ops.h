@@ -20,6 +20,8 @@
 namespace cuda_kernels {
 
 using torch::stable::Tensor;
+using OptTensor = std::optional<Tensor>;   // an optional input (Tensor? in the schema); as csrc/checks.h
+using Grads = std::tuple<Tensor, Tensor>;  // a row-wise backward's (dx, dweight)
 
 // square(x) = x * x elementwise. Any shape; float32/float64/float16/bfloat16; result contiguous.
 Tensor square_cpu(const Tensor& x);   // csrc/cpu/square.cpp

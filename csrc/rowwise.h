@@ -9,6 +9,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
+
+#include "checks.h"          // new_output
+#include "cpu/kernel_api.h"  // dispatch_float
 
 namespace cuda_kernels {
 
@@ -74,6 +78,62 @@ inline double default_eps(torch::headeronly::ScalarType dtype) {
     default:
       return 1.1920928955078125e-07;  // float: 2^-23
   }
+}
+
+// weight as the kernels read it: contiguous (itself when it is), or none.
+inline std::optional<torch::stable::Tensor> contiguous_weight(const std::optional<torch::stable::Tensor>& weight) {
+  return weight ? std::optional<torch::stable::Tensor>(torch::stable::contiguous(*weight)) : std::nullopt;
+}
+
+// The host side every row-wise forward y = f(x, weight) shares, on the CPU and on CUDA (whose function takes its
+// device guard and stream first): a contiguous y of x's shape, nothing more for an empty x, x's rows (a copy only
+// when they cannot be read in place), a contiguous weight, the dtype switch, then
+// f(x, w, y, rows) with typed pointers (w: nullptr without a weight). Returns y.
+template <typename F>
+torch::stable::Tensor rowwise_forward(const torch::stable::Tensor& x_in,
+                                      const std::optional<torch::stable::Tensor>& weight, const F& f) {
+  torch::stable::Tensor y = new_output(x_in, x_in.sizes());
+  if (x_in.numel() == 0) return y;
+  RowView rows;
+  const torch::stable::Tensor x = as_rows(x_in, rows);
+  const std::optional<torch::stable::Tensor> w = contiguous_weight(weight);
+  cpu::dispatch_float(x.scalar_type(), [&](auto t) {
+    using T = decltype(t);
+    f(x.const_data_ptr<T>(), w ? w->const_data_ptr<T>() : nullptr, y.mutable_data_ptr<T>(), rows);
+  });
+  return y;
+}
+
+// The host side every row-wise backward shares: dx (contiguous, x's shape) and dweight (n elements with a weight,
+// else empty: [0]); for an empty x, dweight is zeros (a sum over no rows). x and grad are read with one row stride
+// (when their layouts differ, both as contiguous copies); then the dtype switch and
+// f(grad, x, w, dx, dw, rows) with typed pointers (w and dw: nullptr without a weight). Returns (dx, dweight).
+template <typename F>
+std::tuple<torch::stable::Tensor, torch::stable::Tensor> rowwise_backward(
+    const torch::stable::Tensor& grad, const torch::stable::Tensor& x_in,
+    const std::optional<torch::stable::Tensor>& weight, const F& f) {
+  torch::stable::Tensor dx = new_output(x_in, x_in.sizes());
+  const int64_t dw_size[1] = {weight ? x_in.size(x_in.dim() - 1) : 0};
+  torch::stable::Tensor dw = new_output(x_in, dw_size);
+  if (x_in.numel() == 0) {
+    if (weight) torch::stable::zero_(dw);
+    return {dx, dw};
+  }
+  RowView rows, grad_rows;
+  torch::stable::Tensor x = as_rows(x_in, rows);
+  torch::stable::Tensor g = as_rows(grad, grad_rows);
+  if (grad_rows.stride != rows.stride) {
+    x = torch::stable::contiguous(x_in);
+    g = torch::stable::contiguous(grad);
+    rows = *row_view(x);
+  }
+  const std::optional<torch::stable::Tensor> w = contiguous_weight(weight);
+  cpu::dispatch_float(x.scalar_type(), [&](auto t) {
+    using T = decltype(t);
+    f(g.const_data_ptr<T>(), x.const_data_ptr<T>(), w ? w->const_data_ptr<T>() : nullptr, dx.mutable_data_ptr<T>(),
+      w ? dw.mutable_data_ptr<T>() : nullptr, rows);
+  });
+  return {dx, dw};
 }
 
 }  // namespace cuda_kernels

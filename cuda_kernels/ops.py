@@ -368,11 +368,12 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float | None = None) 
     return _dump.call_and_dump(_DUMP_DIR, "rms_norm", _RMS_NORM.op, x, weight=weight, eps=eps)
 
 
-def _check_rms_norm(op: str, x: Tensor, weight: Tensor | None) -> None:
-    """As check_rms_norm_inputs in csrc/checks.h."""
+def _check_rowwise(op: str, x: Tensor, weight: Tensor | None, what: str = "normalizes") -> None:
+    """As check_rowwise_inputs in csrc/checks.h: a row-wise op's x and weight (rms_norm's, and the --kind rowwise
+    ops of python -m cuda_kernels.new)."""
     _check_float(op, "x", x)
     torch._check(
-        x.dim() >= 1, lambda: f"{op}: x must have at least 1 dimension (it normalizes over the last), got a 0-d tensor"
+        x.dim() >= 1, lambda: f"{op}: x must have at least 1 dimension (it {what} over the last), got a 0-d tensor"
     )
     if weight is not None:
         _check_float(op, "weight", weight)
@@ -392,6 +393,13 @@ def _check_rms_norm(op: str, x: Tensor, weight: Tensor | None) -> None:
     _check_output_fits(op, tuple(x.shape), x.dtype)
 
 
+def _check_rowwise_grad(op: str, grad: Tensor, x: Tensor) -> None:
+    """The shape part of check_rowwise_grad in csrc/checks.h (`op`: the backward's name)."""
+    torch._check(
+        grad.shape == x.shape, lambda: f"{op}: grad must have x's shape {list(x.shape)}, got {list(grad.shape)}"
+    )
+
+
 def _dtype_str(dtype: torch.dtype) -> str:
     """A dtype as the C++ checks print it: "Float", "BFloat16", ... (c10's ScalarType names)."""
     return {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half", torch.bfloat16: "BFloat16"}.get(
@@ -401,17 +409,14 @@ def _dtype_str(dtype: torch.dtype) -> str:
 
 @torch.library.register_fake("cuda_kernels::rms_norm")
 def _rms_norm_fake(x: Tensor, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
-    _check_rms_norm("cuda_kernels.rms_norm", x, weight)
+    _check_rowwise("cuda_kernels.rms_norm", x, weight)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 @torch.library.register_fake("cuda_kernels::rms_norm_backward")
 def _rms_norm_backward_fake(grad: Tensor, x: Tensor, weight: Tensor | None, eps: float | None) -> tuple[Tensor, Tensor]:
-    _check_rms_norm("cuda_kernels.rms_norm", x, weight)
-    torch._check(
-        grad.shape == x.shape,
-        lambda: f"cuda_kernels.rms_norm_backward: grad must have x's shape {list(x.shape)}, got {list(grad.shape)}",
-    )
+    _check_rowwise("cuda_kernels.rms_norm", x, weight)
+    _check_rowwise_grad("cuda_kernels.rms_norm_backward", grad, x)
     dw_shape = (x.shape[-1],) if weight is not None else (0,)
     return torch.empty(x.shape, dtype=x.dtype, device=x.device), x.new_empty(dw_shape)
 

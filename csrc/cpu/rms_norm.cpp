@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "checks.h"
-#include "kernel_api.h"  // dispatch_float
 #include "ops.h"
 #include "rowwise.h"
 
@@ -101,49 +100,22 @@ void backward(const T* dy, const T* x, const T* w, T* dx, T* dw, const RowView& 
 
 }  // namespace
 
-Tensor rms_norm_cpu(const Tensor& x_in, const std::optional<Tensor>& weight, std::optional<double> eps) {
-  check_rms_norm_inputs(x_in, weight);
-  Tensor y = new_output(x_in, x_in.sizes());
-  if (x_in.numel() == 0) return y;
-  RowView rows;
-  const Tensor x = as_rows(x_in, rows);
-  const std::optional<Tensor> w = weight ? std::optional<Tensor>(torch::stable::contiguous(*weight)) : std::nullopt;
+// The host side (outputs, rows, weight, dtype switch) is csrc/rowwise.h's, shared with the CUDA functions.
+Tensor rms_norm_cpu(const Tensor& x, const std::optional<Tensor>& weight, std::optional<double> eps) {
+  check_rms_norm_inputs(x, weight);
   const double e = eps.value_or(default_eps(x.scalar_type()));
-  cpu::dispatch_float(x.scalar_type(), [&](auto t) {
-    using T = decltype(t);
-    forward<T>(x.const_data_ptr<T>(), w ? w->const_data_ptr<T>() : nullptr, y.mutable_data_ptr<T>(), rows, e);
-  });
-  return y;
+  return rowwise_forward(
+      x, weight, [&](const auto* xp, const auto* wp, auto* yp, const RowView& rows) { forward(xp, wp, yp, rows, e); });
 }
 
-std::tuple<Tensor, Tensor> rms_norm_backward_cpu(const Tensor& grad, const Tensor& x_in,
+std::tuple<Tensor, Tensor> rms_norm_backward_cpu(const Tensor& grad, const Tensor& x,
                                                  const std::optional<Tensor>& weight, std::optional<double> eps) {
-  check_rms_norm_backward_inputs(grad, x_in, weight);
-  Tensor dx = new_output(x_in, x_in.sizes());
-  const int64_t n = x_in.size(x_in.dim() - 1);
-  const int64_t dw_size[1] = {weight ? n : 0};
-  Tensor dw = new_output(x_in, dw_size);
-  if (x_in.numel() == 0) {
-    if (weight) torch::stable::zero_(dw);  // a sum over no rows
-    return {dx, dw};
-  }
-  // x and grad are read with one row stride: when their layouts differ, both as contiguous copies.
-  RowView rows, grad_rows;
-  Tensor x = as_rows(x_in, rows);
-  Tensor g = as_rows(grad, grad_rows);
-  if (grad_rows.stride != rows.stride) {
-    x = torch::stable::contiguous(x_in);
-    g = torch::stable::contiguous(grad);
-    rows = *row_view(x);
-  }
-  const std::optional<Tensor> w = weight ? std::optional<Tensor>(torch::stable::contiguous(*weight)) : std::nullopt;
+  check_rms_norm_backward_inputs(grad, x, weight);
   const double e = eps.value_or(default_eps(x.scalar_type()));
-  cpu::dispatch_float(x.scalar_type(), [&](auto t) {
-    using T = decltype(t);
-    backward<T>(g.const_data_ptr<T>(), x.const_data_ptr<T>(), w ? w->const_data_ptr<T>() : nullptr,
-                dx.mutable_data_ptr<T>(), w ? dw.mutable_data_ptr<T>() : nullptr, rows, e);
-  });
-  return {dx, dw};
+  return rowwise_backward(grad, x, weight,
+                          [&](const auto* dy, const auto* xp, const auto* wp, auto* dx, auto* dw, const RowView& rows) {
+                            backward(dy, xp, wp, dx, dw, rows, e);
+                          });
 }
 
 }  // namespace cuda_kernels

@@ -7,9 +7,9 @@
 #include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
-#include <initializer_list>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "checks.h"
@@ -96,90 +96,49 @@ Tensor square_cuda(const Tensor& x) {
 
 namespace {
 
-// The kernels' view of rows (the launcher adds its split of them): where they are, and whether every operand
-// allows 16-byte accesses.
-rowwise::Rows kernel_rows(const RowView& view, int elem_bytes, std::initializer_list<const void*> pointers) {
-  rowwise::Rows rows;
-  rows.rows = view.rows;
-  rows.n = view.n;
-  rows.in_stride = view.stride;
-  const int64_t vec = rowwise::kPackBytes / elem_bytes;
-  rows.vectorized = view.n % vec == 0 && view.stride % vec == 0;
-  for (const void* p : pointers) {
-    rows.vectorized = rows.vectorized && (p == nullptr || is_aligned(p, rowwise::kPackBytes));
-  }
-  return rows;
+// A row-wise backward's `partial` (csrc/cuda/rowwise.cuh, write_partial_row): `parts` rows of n sums in the
+// arithmetic type A, on like's device, kept alive by `holder` until the kernels that use it are queued.
+template <typename A>
+A* new_partial(const Tensor& like, int64_t parts, int64_t n, Tensor& holder) {
+  const int64_t shape[2] = {parts, n};
+  holder = torch::stable::new_empty(like, shape, sizeof(A) == 8 ? ScalarType::Double : ScalarType::Float);
+  return holder.mutable_data_ptr<A>();
 }
 
 }  // namespace
 
-// rms_norm's CUDA functions: checks, device guard, rows (a copy only when x's rows cannot be read in place),
-// outputs, then the launchers of csrc/cuda/rms_norm.cu.
-Tensor rms_norm_cuda(const Tensor& x_in, const std::optional<Tensor>& weight, std::optional<double> eps) {
-  check_rms_norm_inputs(x_in, weight);
-  const int device = x_in.get_device_index();
+// rms_norm's CUDA functions: checks, device guard and stream, then csrc/rowwise.h's host side (outputs, rows, weight,
+// dtype switch) around the launchers of csrc/cuda/rms_norm.cu.
+Tensor rms_norm_cuda(const Tensor& x, const std::optional<Tensor>& weight, std::optional<double> eps) {
+  check_rms_norm_inputs(x, weight);
+  const int device = x.get_device_index();
   const torch::stable::accelerator::DeviceGuard guard(device);
-  Tensor y = new_output(x_in, x_in.sizes());
-  if (x_in.numel() == 0) return y;
-  RowView view;
-  const Tensor x = as_rows(x_in, view);
-  const std::optional<Tensor> w = weight ? std::optional<Tensor>(torch::stable::contiguous(*weight)) : std::nullopt;
-  const double e = eps.value_or(default_eps(x.scalar_type()));
   const cudaStream_t stream = current_stream(device);
-  cpu::dispatch_float(x.scalar_type(), [&](auto t) {
-    using T = decltype(t);
-    const T* wp = w ? w->const_data_ptr<T>() : nullptr;
-    const rowwise::Rows rows = kernel_rows(view, sizeof(T), {x.const_data_ptr<T>(), wp, y.const_data_ptr<T>()});
-    CUDA_KERNELS_CUDA_CHECK(
-        rms_norm_launch::forward<T>(x.const_data_ptr<T>(), wp, y.mutable_data_ptr<T>(), rows, e, device, stream));
+  const double e = eps.value_or(default_eps(x.scalar_type()));
+  return rowwise_forward(x, weight, [&](const auto* xp, const auto* wp, auto* yp, const RowView& view) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
+    const rowwise::Rows rows = rowwise::kernel_rows(view, sizeof(T), {xp, wp, yp});
+    CUDA_KERNELS_CUDA_CHECK(rms_norm_launch::forward<T>(xp, wp, yp, rows, e, device, stream));
   });
-  return y;
 }
 
-std::tuple<Tensor, Tensor> rms_norm_backward_cuda(const Tensor& grad, const Tensor& x_in,
+std::tuple<Tensor, Tensor> rms_norm_backward_cuda(const Tensor& grad, const Tensor& x,
                                                   const std::optional<Tensor>& weight, std::optional<double> eps) {
-  check_rms_norm_backward_inputs(grad, x_in, weight);
-  const int device = x_in.get_device_index();
+  check_rms_norm_backward_inputs(grad, x, weight);
+  const int device = x.get_device_index();
   const torch::stable::accelerator::DeviceGuard guard(device);
-  Tensor dx = new_output(x_in, x_in.sizes());
-  const int64_t n = x_in.size(x_in.dim() - 1);
-  const int64_t dw_size[1] = {weight ? n : 0};
-  Tensor dw = new_output(x_in, dw_size);
-  if (x_in.numel() == 0) {
-    if (weight) torch::stable::zero_(dw);  // a sum over no rows
-    return {dx, dw};
-  }
-  // The kernels read x and grad with one row stride: when their layouts differ, both as contiguous copies.
-  RowView view, grad_view;
-  Tensor x = as_rows(x_in, view);
-  Tensor g = as_rows(grad, grad_view);
-  if (grad_view.stride != view.stride) {
-    x = torch::stable::contiguous(x_in);
-    g = torch::stable::contiguous(grad);
-    view = *row_view(x);
-  }
-  const std::optional<Tensor> w = weight ? std::optional<Tensor>(torch::stable::contiguous(*weight)) : std::nullopt;
-  const double e = eps.value_or(default_eps(x.scalar_type()));
   const cudaStream_t stream = current_stream(device);
-  cpu::dispatch_float(x.scalar_type(), [&](auto t) {
-    using T = decltype(t);
-    using A = opmath_type<T>;
-    const T* wp = w ? w->const_data_ptr<T>() : nullptr;
-    const rowwise::Rows rows =
-        kernel_rows(view, sizeof(T), {x.const_data_ptr<T>(), g.const_data_ptr<T>(), wp, dx.const_data_ptr<T>()});
-    // The per-block sums of dw (rms_norm.h): scratch in the arithmetic type, freed with the tensor.
-    Tensor partial;
-    A* partial_ptr = nullptr;
-    if (w) {
-      const int64_t shape[2] = {rms_norm_launch::partial_rows<T>(rows, device), n};
-      partial = torch::stable::new_empty(x, shape, sizeof(A) == 8 ? ScalarType::Double : ScalarType::Float);
-      partial_ptr = partial.mutable_data_ptr<A>();
-    }
-    CUDA_KERNELS_CUDA_CHECK(
-        rms_norm_launch::backward<T>(g.const_data_ptr<T>(), x.const_data_ptr<T>(), wp, dx.mutable_data_ptr<T>(),
-                                     w ? dw.mutable_data_ptr<T>() : nullptr, partial_ptr, rows, e, device, stream));
-  });
-  return {dx, dw};
+  const double e = eps.value_or(default_eps(x.scalar_type()));
+  return rowwise_backward(
+      grad, x, weight, [&](const auto* dy, const auto* xp, const auto* wp, auto* dx, auto* dw, const RowView& view) {
+        using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
+        const rowwise::Rows rows = rowwise::kernel_rows(view, sizeof(T), {xp, dy, wp, dx});
+        Tensor partial;  // the per-block sums of dw (rms_norm.h), freed with the tensor
+        opmath_type<T>* sums =
+            wp ? new_partial<opmath_type<T>>(x, rms_norm_launch::partial_rows<T>(rows, device), view.n, partial)
+               : nullptr;
+        CUDA_KERNELS_CUDA_CHECK(rms_norm_launch::backward<T>(dy, xp, wp, dx, dw, sums, rows, e, device, stream));
+      });
 }
 
 // cuda_kernels.new: CUDA host functions above this line

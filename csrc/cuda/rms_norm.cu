@@ -8,7 +8,8 @@
 //
 // Kernels (ncu -k regex:rms_norm): rms_norm_kernel and rms_norm_backward_kernel for rows that fit the registers of
 // one row group (rowwise::split_rows), their _long_ twins for longer rows (two passes over x, one block per row),
-// and rms_norm_dw_kernel, which sums the backward's per-block dw rows in a fixed order (no atomics).
+// and rowwise::column_sum_kernel (csrc/cuda/rowwise.cuh), which sums the backward's per-block dw rows in a fixed
+// order (no atomics).
 #include <cuda_runtime.h>
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Half.h>
@@ -52,10 +53,6 @@ constexpr bool kPrefetch = sizeof(T) == 2;
 // tpr <= kMinBlockThreads / 2, so a row has at most this many elements.
 template <typename T>
 constexpr int kSharedCols = kMinBlockThreads / 2 * kBackwardPacks<T> * Pack<T>::kVec;
-
-// rms_norm_dw_kernel: a block sums kDwCols columns, its kDwSlices warps each a strided share of the partial rows.
-constexpr int kDwCols = 32;
-constexpr int kDwSlices = 32;
 
 template <typename T, int kP, bool kVectorized>
 __global__ void __launch_bounds__(kMaxThreadsPerRow, kForwardMinBlocks<kP, kVectorized>)
@@ -220,33 +217,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
     }
   }
   if (w == nullptr) return;
-  // This block's row of `partial`: the sum of its slots' dw, added slot by slot in order (the same bits every run).
-  A* out = partial + static_cast<int64_t>(blockIdx.x) * rows.n;
-  if (s.slots == 1) {
-#pragma unroll
-    for (int k = 0; k < kP; ++k) {
-      const int64_t first = rowwise::pack_index(s.lane, k, rows.tpr) * kVec;
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        if (first + e < rows.n) out[first + e] = dw[k][e];
-      }
-    }
-    return;
-  }
-  for (int slot = 0; slot < s.slots; ++slot) {
-    if (s.slot == slot) {
-#pragma unroll
-      for (int k = 0; k < kP; ++k) {
-        const int64_t first = rowwise::pack_index(s.lane, k, rows.tpr) * kVec;
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          if (first + e < rows.n) block_dw[first + e] = slot == 0 ? dw[k][e] : block_dw[first + e] + dw[k][e];
-        }
-      }
-    }
-    __syncthreads();
-  }
-  for (int64_t col = threadIdx.x; col < rows.n; col += blockDim.x) out[col] = block_dw[col];
+  rowwise::write_partial_row(dw, partial, block_dw, s, rows.tpr, rows.n);
 }
 
 // The backward of rms_norm_long_kernel: one block per row, two passes in chunks; the block's dw row lives in
@@ -315,35 +286,13 @@ __global__ void __launch_bounds__(kLongRowThreads)
   }
 }
 
-// dw[col] = sum over the parts rows of partial, in row order: each of a block's kDwSlices warps sums every
-// kDwSlices-th row for its kDwCols columns, then the first warp adds the slices' sums in slice order.
-template <typename T>
-__global__ void __launch_bounds__(kDwCols* kDwSlices)
-    rms_norm_dw_kernel(const opmath_type<T>* __restrict__ partial, int64_t parts, int64_t n, T* __restrict__ dw) {
-  using A = opmath_type<T>;
-  __shared__ A sums[kDwSlices][kDwCols];
-  const int lane = threadIdx.x % kDwCols;
-  const int slice = threadIdx.x / kDwCols;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kDwCols + lane;
-  A sum = 0;
-  if (col < n) {
-    for (int64_t p = slice; p < parts; p += kDwSlices) sum += partial[p * n + col];
-  }
-  sums[slice][lane] = sum;
-  __syncthreads();
-  if (slice != 0 || col >= n) return;
-  for (int i = 1; i < kDwSlices; ++i) sum += sums[i][lane];
-  dw[col] = static_cast<T>(sum);
-}
-
 // The grid of the backward (one partial row per block): every row group once, at most one wave of resident blocks.
 template <typename T>
 int64_t backward_grid(const Rows& rows, int device) {  // rows: split for the backward (kBackwardPacks)
   return rowwise::with_vectorized(rows.vectorized, [&](auto vec) -> int64_t {
     if (rows.long_row) {
       return rowwise::row_grid(
-          rows.rows, 1,
-          rowwise::resident_blocks<rms_norm_backward_long_kernel<T, vec.value>>(device, kLongRowThreads));
+          rows.rows, 1, rowwise::resident_blocks<rms_norm_backward_long_kernel<T, vec.value>>(device, kLongRowThreads));
     }
     const int threads = rowwise::block_threads(rows.tpr);
     return rowwise::row_grid(rows.rows, threads / rows.tpr,
@@ -395,14 +344,13 @@ cudaError_t backward(const T* dy, const T* x, const T* w, T* dx, T* dw, opmath_t
       rms_norm_backward_long_kernel<T, vec.value><<<static_cast<unsigned>(grid), kLongRowThreads, 0, stream>>>(
           dy, x, w, dx, partial, rows, static_cast<A>(eps));
     } else {
-      rms_norm_backward_kernel<T, vec.value><<<static_cast<unsigned>(grid), rowwise::block_threads(rows.tpr), 0,
-                                               stream>>>(dy, x, w, dx, partial, rows, static_cast<A>(eps));
+      rms_norm_backward_kernel<T, vec.value>
+          <<<static_cast<unsigned>(grid), rowwise::block_threads(rows.tpr), 0, stream>>>(dy, x, w, dx, partial, rows,
+                                                                                         static_cast<A>(eps));
     }
   });
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess || w == nullptr) return err;
-  const auto col_blocks = static_cast<unsigned>(ceil_div<int64_t>(rows.n, kDwCols));
-  rms_norm_dw_kernel<T><<<col_blocks, kDwCols * kDwSlices, 0, stream>>>(partial, grid, rows.n, dw);
-  return cudaGetLastError();
+  return rowwise::sum_partial_rows(partial, grid, rows.n, dw, stream);
 }
 
 // The dtypes the host side dispatches to.

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
 
 #include "cuda/opmath.h"
@@ -63,6 +64,21 @@ inline Rows split_rows(Rows rows, int packs, int elem_bytes) {
   rows.long_row = threads > kMaxThreadsPerRow;
   rows.tpr = 1;
   while (!rows.long_row && rows.tpr < threads) rows.tpr *= 2;
+  return rows;
+}
+
+// The kernels' view of rows (a launcher adds its split with split_rows): where they are (`view`: a RowView of
+// csrc/rowwise.h, or anything with its rows, n and stride), and whether every operand in `pointers` (nullptr: none)
+// allows 16-byte accesses.
+template <typename View>
+Rows kernel_rows(const View& view, int elem_bytes, std::initializer_list<const void*> pointers) {
+  Rows rows;
+  rows.rows = view.rows;
+  rows.n = view.n;
+  rows.in_stride = view.stride;
+  const int64_t vec = kPackBytes / elem_bytes;
+  rows.vectorized = view.n % vec == 0 && view.stride % vec == 0;
+  for (const void* p : pointers) rows.vectorized = rows.vectorized && (p == nullptr || is_aligned(p, kPackBytes));
   return rows;
 }
 
@@ -197,6 +213,75 @@ __device__ __forceinline__ A row_sum(A v, int tpr, A* scratch) {
   for (int i = 1; i < per_row; ++i) sum += scratch[first + i];
   __syncthreads();
   return sum;
+}
+
+// A backward's per-block sums over rows of a per-column quantity (a weight's gradient), without atomics: each thread
+// sums its columns over the rows it works on in registers (`sums`: its kP packs of kVec columns, the places
+// load_row reads); the block then writes one row of `partial` (n columns) with its slots' sums added slot by slot
+// in order, in `shared` (n values at least, when the block holds several rows), so the same bits every run; and
+// sum_partial_rows adds the blocks' rows in order. All the block's threads must call it.
+template <int kP, int kVec, typename A>
+__device__ __forceinline__ void write_partial_row(const A (&sums)[kP][kVec], A* __restrict__ partial, A* shared,
+                                                  const Slot& s, int tpr, int64_t n) {
+  A* out = partial + static_cast<int64_t>(blockIdx.x) * n;
+  if (s.slots == 1) {
+#pragma unroll
+    for (int k = 0; k < kP; ++k) {
+      const int64_t first = pack_index(s.lane, k, tpr) * kVec;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        if (first + e < n) out[first + e] = sums[k][e];
+      }
+    }
+    return;
+  }
+  for (int slot = 0; slot < s.slots; ++slot) {
+    if (s.slot == slot) {
+#pragma unroll
+      for (int k = 0; k < kP; ++k) {
+        const int64_t first = pack_index(s.lane, k, tpr) * kVec;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          if (first + e < n) shared[first + e] = slot == 0 ? sums[k][e] : shared[first + e] + sums[k][e];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int64_t col = threadIdx.x; col < n; col += blockDim.x) out[col] = shared[col];
+}
+
+// column_sum_kernel: a block sums kColumnSumCols columns, its kColumnSumSlices warps each a strided share of the rows.
+constexpr int kColumnSumCols = 32;
+constexpr int kColumnSumSlices = 32;
+
+// out[col] = sum over the `parts` rows of partial (parts x n), in row order: each of a block's kColumnSumSlices
+// warps sums every kColumnSumSlices-th row for its kColumnSumCols columns, then the first warp adds the slices' sums
+// in slice order (the same bits every run).
+template <typename A, typename T>
+__global__ void __launch_bounds__(kColumnSumCols* kColumnSumSlices)
+    column_sum_kernel(const A* __restrict__ partial, int64_t parts, int64_t n, T* __restrict__ out) {
+  __shared__ A sums[kColumnSumSlices][kColumnSumCols];
+  const int lane = threadIdx.x % kColumnSumCols;
+  const int slice = threadIdx.x / kColumnSumCols;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColumnSumCols + lane;
+  A sum = 0;
+  if (col < n) {
+    for (int64_t p = slice; p < parts; p += kColumnSumSlices) sum += partial[p * n + col];
+  }
+  sums[slice][lane] = sum;
+  __syncthreads();
+  if (slice != 0 || col >= n) return;
+  for (int i = 1; i < kColumnSumSlices; ++i) sum += sums[i][lane];
+  out[col] = static_cast<T>(sum);
+}
+
+// Launches column_sum_kernel: out (n elements) = the sum of partial's `parts` rows (write_partial_row's).
+template <typename A, typename T>
+cudaError_t sum_partial_rows(const A* partial, int64_t parts, int64_t n, T* out, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(ceil_div<int64_t>(n, kColumnSumCols));
+  column_sum_kernel<A, T><<<blocks, kColumnSumCols * kColumnSumSlices, 0, stream>>>(partial, parts, n, out);
+  return cudaGetLastError();
 }
 
 // 1 / sqrt(v) in the arithmetic type: the fast approximate rsqrtf for float (2 ulp), the correctly rounded sqrt

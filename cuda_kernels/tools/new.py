@@ -1,12 +1,13 @@
 """Adds a new op to the repository in one command, in every place an op lives:
 
     python -m cuda_kernels.new NAME              # an elementwise op NAME(x), from square's pattern
+    python -m cuda_kernels.new NAME --kind rowwise   # NAME(x, weight) reduced over x's last dim, from rms_norm's
     python -m cuda_kernels.new NAME --schema "(Tensor x, Tensor w, float eps) -> Tensor"   # any signature
     python -m cuda_kernels.new NAME --dry-run    # prints the plan, writes nothing
     python -m cuda_kernels.new NAME --root PATH  # a checkout other than the one this package lives in
 
-Without --schema: csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths and their launcher, with no ATen
-header: an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a
+The elementwise kind (the default): csrc/cuda/NAME.cu (vector, unaligned and strided kernel paths and their
+launcher, with no ATen header: an edit to it recompiles in seconds), csrc/cuda/NAME.h (the launcher's declaration), csrc/cpu/NAME.cpp (a
 torch::stable::parallel_for kernel), tests/ops/test_NAME.py (devices x dtypes against a torch reference, opcheck,
 gradcheck, torch.compile, bad input). Insertions, each above a marker line (MARKERS): the input check both devices
 run in csrc/checks.h; the declarations in csrc/ops.h; the op's name constant, the schema and the CPU and CUDA
@@ -15,6 +16,9 @@ output, layout, dtype switch) and the kernel header's include in csrc/cuda/ops.c
 and autograd formula in cuda_kernels/ops.py; the export in cuda_kernels/__init__.py; the benchmark entry in
 cuda_kernels/tools/bench/table.py. The op computes the placeholder x * 2 (backward: 2 * grad) for
 float32/float64/float16/bfloat16 tensors of any shape and strides, on the CPU and CUDA.
+
+With --kind rowwise: NAME(x, weight=None) and NAME_backward, reducing over x's last dimension, on the row-wise
+helpers rms_norm uses (cuda_kernels/tools/new_rowwise.py has its files and blocks).
 
 With --schema (a torch.library schema without the name; op_schema.py says which types it takes): the same files and
 places, with the C++ types the stable ABI unboxes the schema's types to, and a placeholder each output of which is a
@@ -41,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_kernels.tools import schema_op
+from cuda_kernels.tools import new_rowwise, schema_op
 from cuda_kernels.tools.op_schema import SchemaError, parse_schema
 
 # Lowercase snake_case, as the existing ops (square, matmul): the name is used in C++ and Python identifiers, file
@@ -194,6 +198,61 @@ BENCH_ENTRY = """\
 """
 
 
+@dataclass(frozen=True)
+class Kind:
+    """What one kind of op writes: its new files (path pattern -> template in TEMPLATES), the block inserted above
+    each marker (MARKERS' keys; cuda_headers is the include line), the ops (schemas) it defines and the C++ and
+    Python names it adds, as format strings of the name (a name is refused when any is taken), and the placeholder
+    math it computes. A new kind is one more entry of KINDS."""
+
+    new_files: dict[str, str]
+    blocks: dict[str, str]
+    ops: tuple[str, ...]
+    cpp_symbols: tuple[str, ...]
+    py_names: tuple[str, ...]
+    placeholder: str
+
+
+KINDS = {
+    "elementwise": Kind(
+        new_files=NEW_FILES,
+        blocks={
+            "declarations": OPS_H_DECLARATIONS,
+            "input_checks": CHECKS_H_INPUT,
+            "op_names": API_OP_NAME,
+            "schemas": API_SCHEMA,
+            "cpu_registrations": API_CPU_REGISTRATION,
+            "cuda_registrations": API_CUDA_REGISTRATION,
+            "cuda_headers": CUDA_HEADER_INCLUDE,
+            "cuda_host": CUDA_HOST_FUNCTION,
+            "ops_py": OPS_PY_BLOCK,
+            "bench_table": BENCH_ENTRY,
+        },
+        ops=("{name}",),
+        cpp_symbols=(
+            "{name}_cpu",
+            "{name}_cuda",
+            "check_{name}_input",
+            "check_{name}_inputs",  # a --schema op's check
+            "{name}_one",
+            "{name}_kernel",
+            "{name}_launch",
+        ),
+        py_names=("{name}", "_{name}_fake", "_{name}_setup_context", "_{name}_backward"),
+        placeholder="x * 2",
+    ),
+    "rowwise": Kind(
+        new_files=new_rowwise.NEW_FILES,
+        blocks=new_rowwise.BLOCKS,
+        ops=new_rowwise.OPS,
+        cpp_symbols=new_rowwise.CPP_SYMBOLS,
+        py_names=new_rowwise.PY_NAMES,
+        placeholder=new_rowwise.PLACEHOLDER,
+    ),
+}
+DEFAULT_KIND = "elementwise"
+
+
 class Refusal(Exception):
     """The op cannot be added as asked; the message says why. Nothing has been written."""
 
@@ -204,6 +263,7 @@ class Plan:
 
     name: str
     root: Path
+    kind: str = DEFAULT_KIND
     placeholder: str = "x * 2"  # what the op computes until its author edits it, in words
     new_files: dict[str, str] = field(default_factory=dict)
     changed_files: dict[str, str] = field(default_factory=dict)
@@ -291,13 +351,16 @@ def _op_namespace_attributes() -> set[str]:
     return set(vars(namespace)) | set(dir(type(namespace)))
 
 
-def check_not_taken(name: str, root: Path) -> None:
-    """Raises Refusal when the op, or a file or symbol it would add, exists already under root."""
+def check_not_taken(name: str, root: Path, kind: str = DEFAULT_KIND) -> None:
+    """Raises Refusal when the op (any of the ops its kind defines), or a file or symbol it would add, exists
+    already under root."""
+    spec = KINDS[kind]
     api = _read(root, API_CPP)
-    if re.search(rf'm\.def\("{name}\(', api):
-        raise Refusal(f"op '{name}' exists: {API_CPP} defines its schema")
+    for op in (pattern.format(name=name) for pattern in spec.ops):
+        if re.search(rf'm\.def\("{op}\(', api):
+            raise Refusal(f"op '{op}' exists: {API_CPP} defines its schema")
     for rel in (INIT_PY, OPS_PY):
-        taken = {name, f"_{name}_fake", f"_{name}_setup_context", f"_{name}_backward"} & _module_names(_read(root, rel))
+        taken = {pattern.format(name=name) for pattern in spec.py_names} & _module_names(_read(root, rel))
         if taken:
             raise Refusal(f"'{name}' is taken: {rel} defines {', '.join(sorted(taken))}")
     table = root / BENCH_TABLE
@@ -307,16 +370,17 @@ def check_not_taken(name: str, root: Path) -> None:
     for path in (package / f"{name}.py", package / name):
         if path.exists():
             raise Refusal(f"'{name}' is taken: cuda_kernels.{name} is {path}")
-    if name in _op_namespace_attributes():
-        raise Refusal(f"'{name}' is an attribute of torch.ops.cuda_kernels itself: an op of that name would be hidden")
-    for pattern in NEW_FILES:
+    for op in (pattern.format(name=name) for pattern in spec.ops):
+        if op in _op_namespace_attributes():
+            raise Refusal(
+                f"'{op}' is an attribute of torch.ops.cuda_kernels itself: an op of that name would be hidden"
+            )
+    for pattern in spec.new_files:
         path = root / pattern.format(name=name)
         if path.exists():
             raise Refusal(f"'{name}' is taken: {path} exists")
     # C++ functions the op defines in namespace cuda_kernels or in its own files' anonymous namespaces.
-    symbols = [f"{name}_cpu", f"{name}_cuda", f"check_{name}_input", f"check_{name}_inputs", f"{name}_one"]
-    symbols.append(f"{name}_kernel")
-    symbols.append(f"{name}_launch")
+    symbols = [pattern.format(name=name) for pattern in spec.cpp_symbols]
     pattern = re.compile(r"\b(" + "|".join(symbols) + r")\b")
     for path in sorted((root / "csrc").rglob("*")):
         if path.suffix in (".h", ".cuh", ".cpp", ".cu") and path.is_file():
@@ -415,43 +479,11 @@ def ensure_imported(text: str, module: str, name: str, rel: str) -> str:
     return "".join(lines)
 
 
-def _insertions(name: str, root: Path, op: schema_op.SchemaOp | None) -> dict[str, str]:
-    """The changed files' new contents: the op's blocks above each marker (square's pattern, or op's)."""
-    changed: dict[str, str] = {}
-    declarations = op.ops_h_declarations() if op else render(OPS_H_DECLARATIONS, name)
-    changed[OPS_H] = insert_above(_read(root, OPS_H), "declarations", declarations, OPS_H)
-    check = op.checks_h_input() if op else render(CHECKS_H_INPUT, name)
-    changed[CHECKS_H] = insert_above(_read(root, CHECKS_H), "input_checks", check, CHECKS_H)
-    api = _read(root, API_CPP)
-    for key, block in (
-        ("op_names", render(API_OP_NAME, name)),
-        ("schemas", op.api_schema() if op else render(API_SCHEMA, name)),
-        ("cpu_registrations", registration(API_CPU_REGISTRATION, name)),
-        ("cuda_registrations", registration(API_CUDA_REGISTRATION, name)),
-    ):
-        api = insert_above(api, key, block, API_CPP)
-    changed[API_CPP] = api
-    ops_cpp = _read(root, CUDA_OPS_CPP)
-    ops_cpp = insert_include(ops_cpp, "cuda_headers", render(CUDA_HEADER_INCLUDE, name), CUDA_OPS_CPP)
-    host = op.cuda_host_function() if op else render(CUDA_HOST_FUNCTION, name)
-    changed[CUDA_OPS_CPP] = insert_above(ops_cpp, "cuda_host", host, CUDA_OPS_CPP)
-    ops_py = _read(root, OPS_PY)
-    if op and op.schema.uses_sequence:  # int[] and float[] arguments are typed Sequence[...]
-        ops_py = ensure_imported(ops_py, "collections.abc", "Sequence", OPS_PY)
-    block = op.ops_py_block() if op else render(OPS_PY_BLOCK, name)
-    changed[OPS_PY] = insert_above(ops_py, "ops_py", block, OPS_PY)
-    changed[INIT_PY] = add_to_init(_read(root, INIT_PY), name)
-    if not (root / BENCH_TABLE).is_file():
-        raise Refusal(f"{root / BENCH_TABLE} is missing: the benchmark table the new op's entry goes into")
-    entry = op.bench_entry() if op else render(BENCH_ENTRY, name)
-    changed[BENCH_TABLE] = insert_above(_read(root, BENCH_TABLE), "bench_table", entry, BENCH_TABLE)
-    return changed
-
-
-def make_plan(name: str, root: Path, schema: str | None = None) -> Plan:
+def make_plan(name: str, root: Path, kind: str = DEFAULT_KIND, schema: str | None = None) -> Plan:
     """Checks the name (and the schema, if any) and computes every new and changed file in memory; raises Refusal,
-    having written nothing. schema: a torch.library schema without the name, e.g. "(Tensor x, float eps) -> Tensor";
-    None: an elementwise op of one tensor from square's pattern."""
+    having written nothing. kind: a key of KINDS. schema: a torch.library schema without the name, e.g.
+    "(Tensor x, float eps) -> Tensor", for an op of that signature on the elementwise kind's files (schema_op.py);
+    None: the kind's own signature."""
     check_name(name)
     op = None
     if schema is not None:
@@ -462,14 +494,57 @@ def make_plan(name: str, root: Path, schema: str | None = None) -> Plan:
     root = root.resolve()
     if not (root / "csrc").is_dir():
         raise Refusal(f"{root} has no csrc/: --root must be the repository root")
-    check_not_taken(name, root)
+    if op is not None and kind != DEFAULT_KIND:
+        raise Refusal(
+            f"--schema writes an op of the schema's signature on the {DEFAULT_KIND} pattern; drop --kind {kind}"
+        )
+    check_not_taken(name, root, kind)
+    spec = KINDS[kind]
     if op is None:
-        plan = Plan(name=name, root=root)
-        for pattern, template in NEW_FILES.items():
+        plan = Plan(name=name, root=root, kind=kind, placeholder=spec.placeholder)
+        for pattern, template in spec.new_files.items():
             plan.new_files[pattern.format(name=name)] = render((TEMPLATES / template).read_text(), name)
+        own_blocks: dict[str, str] = {}
     else:
-        plan = Plan(name=name, root=root, placeholder=op.placeholder, new_files=op.new_files())
-    plan.changed_files = _insertions(name, root, op)
+        plan = Plan(name=name, root=root, kind=kind, placeholder=op.placeholder, new_files=op.new_files())
+        own_blocks = {
+            "declarations": op.ops_h_declarations(),
+            "input_checks": op.checks_h_input(),
+            "schemas": op.api_schema(),
+            "cuda_host": op.cuda_host_function(),
+            "ops_py": op.ops_py_block(),
+            "bench_table": op.bench_entry(),
+        }
+
+    def block(key: str) -> str:
+        if key in own_blocks:
+            return own_blocks[key]
+        if key.endswith("_registrations"):  # each line broken as clang-format breaks it, where too long
+            return "".join(registration(line, name) for line in spec.blocks[key].splitlines(keepends=True))
+        return render(spec.blocks[key], name)
+
+    ops_h = insert_above(_read(root, OPS_H), "declarations", block("declarations"), OPS_H)
+    plan.changed_files[OPS_H] = ops_h
+    checks = insert_above(_read(root, CHECKS_H), "input_checks", block("input_checks"), CHECKS_H)
+    plan.changed_files[CHECKS_H] = checks
+    api = _read(root, API_CPP)
+    for key in ("op_names", "schemas", "cpu_registrations", "cuda_registrations"):
+        api = insert_above(api, key, block(key), API_CPP)
+    plan.changed_files[API_CPP] = api
+    ops_cpp = _read(root, CUDA_OPS_CPP)
+    ops_cpp = insert_include(ops_cpp, "cuda_headers", block("cuda_headers"), CUDA_OPS_CPP)
+    ops_cpp = insert_above(ops_cpp, "cuda_host", block("cuda_host"), CUDA_OPS_CPP)
+    plan.changed_files[CUDA_OPS_CPP] = ops_cpp
+    ops_py = _read(root, OPS_PY)
+    if op is not None and op.schema.uses_sequence:  # int[] and float[] arguments are typed Sequence[...]
+        ops_py = ensure_imported(ops_py, "collections.abc", "Sequence", OPS_PY)
+    plan.changed_files[OPS_PY] = insert_above(ops_py, "ops_py", block("ops_py"), OPS_PY)
+    plan.changed_files[INIT_PY] = add_to_init(_read(root, INIT_PY), name)
+    if not (root / BENCH_TABLE).is_file():
+        raise Refusal(f"{root / BENCH_TABLE} is missing: the benchmark table the new op's entry goes into")
+    plan.changed_files[BENCH_TABLE] = insert_above(
+        _read(root, BENCH_TABLE), "bench_table", block("bench_table"), BENCH_TABLE
+    )
     return plan
 
 
@@ -525,16 +600,24 @@ def describe(plan: Plan, dry_run: bool) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m cuda_kernels.new",
-        description="Add a new op (CUDA and CPU kernels, registrations, Python wrapper, tests, benchmark entry) with "
-        "a placeholder computation and TODO(NAME) at each place to edit: an elementwise op NAME(x) computing x * 2, or "
-        "with --schema an op of any signature whose outputs are copies of its first Tensor input.",
+        description="Add a new op (CUDA and CPU kernels, registrations, Python wrapper, tests, benchmark entry) "
+        "computing a placeholder, with TODO(NAME) at each place to edit.",
     )
     parser.add_argument("name", help="the op's name: lowercase snake_case, e.g. scale_shift")
     parser.add_argument(
+        "--kind",
+        choices=list(KINDS),
+        default=DEFAULT_KIND,
+        help="elementwise (default): NAME(x), from square's pattern, computing x * 2; rowwise: NAME(x, weight=None) "
+        "reducing over x's last dimension with a per-column weight, and NAME_backward, from rms_norm's pattern, "
+        f"computing {new_rowwise.PLACEHOLDER}",
+    )
+    parser.add_argument(
         "--schema",
         default=None,
-        help='the op\'s torch.library schema without the name, e.g. "(Tensor x, Tensor w, float eps) -> Tensor" '
-        "(default: (Tensor x) -> Tensor, from square's pattern)",
+        help='the op\'s torch.library schema without the name, e.g. "(Tensor x, Tensor w, float eps) -> Tensor": '
+        "an op of that signature whose outputs are copies of its first Tensor input, on the elementwise kind's files "
+        "(default: the kind's own signature)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
     parser.add_argument("--root", type=Path, default=None, help="repository root (default: this package's checkout)")
@@ -546,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     root = args.root if args.root is not None else default_root()
     try:
-        plan = make_plan(args.name, root, args.schema)
+        plan = make_plan(args.name, root, args.kind, args.schema)
     except Refusal as err:
         print(f"cuda_kernels.new: {err}; nothing was written", file=sys.stderr)
         return 2

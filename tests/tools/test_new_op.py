@@ -1,16 +1,17 @@
 """`python -m cuda_kernels.new NAME [--schema ...]`: the op generator, run on temporary copies of the repository.
 
 Fast tests (always): refused names, schemas and missing markers change nothing (file hashes compared), --dry-run
-writes nothing, a generation writes the four new files and the insertions above each marker (with --schema, in the
-C++ and Python types of the schema's arguments), its kernel file includes no ATen header, and its output is ruff-
-and clang-format-clean (where those tools are on PATH). Nothing here assumes which ops the checkout has: a checkout
-with ops added by the generator passes too (CI's step "new ops" checks that).
+writes nothing, a generation of each kind (elementwise, the default; --kind rowwise; --schema) writes the four new
+files and the insertions above each marker (with --schema, in the C++ and Python types of the schema's arguments),
+its kernel file includes no ATen header, and its output is ruff- and clang-format-clean (where those tools are on
+PATH). Nothing here assumes which ops the checkout has: a checkout with ops added by the generator passes too (CI's
+step "new ops" checks that).
 
 End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1: the build alone takes 1-2 minutes on 2 cores;
 CI's step "new ops" sets it for the compile checks, its own build of a copy standing in for the CPU end to end): an
-elementwise op and one from a schema generated in a copy; built CPU-only in
-place (setup.py build_ext --inplace: the installed package keeps pointing at this checkout), their generated tests
-pass there and the benchmark runs each once; nvcc compiles their CUDA kernels for sm_80 and sm_90a and the host
+op of each kind generated in a copy; built CPU-only in place (setup.py build_ext --inplace: the installed package
+keeps pointing at this checkout), their generated tests pass there and the benchmark runs each once; nvcc compiles
+their CUDA kernels for sm_80 and sm_90a and the host
 compiler their CUDA host functions (in csrc/cuda/ops.cpp); on a GPU, the copy is built with CUDA and the ops' CUDA
 tests pass.
 """
@@ -43,10 +44,11 @@ HAS_BENCH_TABLE = (ROOT / new.BENCH_TABLE).is_file()
 STAND_IN_TABLE = f"OPS_IN_ORDER = (\n    {new.MARKERS['bench_table']}\n)\n"
 E2E_ENV = "CUDA_KERNELS_TEST_NEW_OP"
 E2E = os.environ.get(E2E_ENV, "") not in ("", "0")
-NAME = "probe_twice"  # the ops the end-to-end tests generate: elementwise, and from a schema
+NAME = "probe_twice"  # the ops the end-to-end tests generate: elementwise, row-wise and from a schema
+ROWWISE_NAME = "probe_rows"
 SCHEMA_NAME = "probe_schema"
 E2E_SCHEMA = "(Tensor x, Tensor? w=None, float eps=1e-05, *, int n=2) -> (Tensor, Tensor)"
-E2E_OPS = [NAME, SCHEMA_NAME]
+E2E_OPS = [NAME, ROWWISE_NAME, SCHEMA_NAME]
 
 
 def copy_repo(dest: Path) -> Path:
@@ -210,7 +212,8 @@ def test_generates_files_and_insertions(repo, capsys):
     imported, exported = _init_names(text(new.INIT_PY))
     assert {"matmul", "scale2", "set_dump_dir", "square"} <= set(imported)
     assert imported == sorted(imported, key=new._sort_key)  # ruff's order, whatever ops the checkout has
-    assert exported[-1] == "scale2" and exported[:4] == ["square", "matmul", "build_info", "set_dump_dir"]
+    before = _init_names((ROOT / new.INIT_PY).read_text())[1]  # the checkout's __all__, whatever ops it has
+    assert exported == [*before, "scale2"]
     assert 'elementwise(\n        "scale2",' in above(new.BENCH_TABLE, "bench_table")
     for rel in (new.OPS_PY, new.INIT_PY, new.BENCH_TABLE, "tests/ops/test_scale2.py"):
         compile(text(rel), rel, "exec")  # valid Python
@@ -371,6 +374,88 @@ def test_help_documents_schema():
     assert "--schema" in text and "(Tensor x, Tensor w, float eps) -> Tensor" in " ".join(text.split())
 
 
+def test_rowwise_generates_files_and_insertions(repo, capsys):
+    """--kind rowwise: the same four new files and seven changed ones, with two ops (NAME and NAME_backward)."""
+    before = hashes(repo)
+    code, out, err = run_new(capsys, "rowop", "--root", str(repo), "--kind", "rowwise")
+    assert code == 0, err
+    after = hashes(repo)
+    new_files = {"csrc/cuda/rowop.cu", "csrc/cuda/rowop.h", "csrc/cpu/rowop.cpp", "tests/ops/test_rowop.py"}
+    changed = {new.OPS_H, new.CHECKS_H, new.API_CPP, new.CUDA_OPS_CPP, new.OPS_PY, new.INIT_PY, new.BENCH_TABLE}
+    assert set(after) - set(before) == new_files
+    assert {rel for rel in before if after[rel] != before[rel]} == changed
+    text = {rel: (repo / rel).read_text() for rel in new_files | changed}
+    api = text[new.API_CPP]
+    for piece in [
+        'm.def("rowop(Tensor x, Tensor? weight=None) -> Tensor");',
+        'm.def("rowop_backward(Tensor grad, Tensor x, Tensor? weight) -> (Tensor, Tensor)");',
+        'constexpr char kRowopBackward[] = "cuda_kernels.rowop_backward";',
+        'm.impl("rowop_backward", TORCH_BOX((named<kRowopBackward, rowop_backward_cpu>)));',
+        'm.impl("rowop_backward", TORCH_BOX((named<kRowopBackward, rowop_backward_cuda>)));',
+    ]:
+        assert piece in api
+    assert "Grads rowop_backward_cuda(const Tensor& grad, const Tensor& x, const OptTensor& weight);" in text[new.OPS_H]
+    assert "inline void check_rowop_inputs(const Tensor& x, const OptTensor& weight) {" in text[new.CHECKS_H]
+    ops_cpp = text[new.CUDA_OPS_CPP]
+    assert '#include "cuda/rowop.h"' in ops_cpp and "return rowwise_backward(grad, x, weight, launch);" in ops_cpp
+    ops_py = text[new.OPS_PY]
+    for piece in [
+        "def rowop(x: Tensor, weight: Tensor | None = None) -> Tensor:",
+        '@torch.library.register_fake("cuda_kernels::rowop_backward")',
+        "torch.ops.cuda_kernels.rowop_backward.default(grad, x, weight)",
+        '_ROWOP = _Op(\n    "rowop",',
+    ]:
+        assert piece in ops_py
+    assert '*rowwise(\n        "rowop",' in text[new.BENCH_TABLE]
+    # The kernels sit on the shared row-wise helpers, with no ATen header; the tests cover both CUDA paths.
+    cu = text["csrc/cuda/rowop.cu"]
+    for helper in ["rowwise::load_row", "rowwise::row_sum", "rowwise::with_vectorized", "rowwise::write_partial_row"]:
+        assert helper in cu
+    assert _heavy_includes(str(repo / "csrc" / "cuda" / "rowop.cu"), set(), str(repo / "csrc")) == []
+    assert "(2, 40000)" in text["tests/ops/test_rowop.py"]
+    for rel in (new.OPS_PY, new.INIT_PY, new.BENCH_TABLE, "tests/ops/test_rowop.py"):
+        compile(text[rel], rel, "exec")
+    for place in ["csrc/cuda/rowop.cu:", "csrc/cpu/rowop.cpp:", "tests/ops/test_rowop.py:", f"{new.OPS_PY}:"]:
+        assert any(line.strip().startswith(place) and "TODO(rowop)" in line for line in out.splitlines()), place
+    assert "(x - mean(x over the last dim)) * weight" in out
+
+
+@pytest.mark.parametrize(
+    "setup, name, why",
+    [
+        (None, "rms_norm", "op 'rms_norm' exists"),
+        (None, "rms_norm_backward", "op 'rms_norm_backward' exists"),
+        ("scale2_backward", "scale2", "op 'scale2_backward' exists"),  # the backward's name, taken by another op
+        (None, "rms", None),  # free, its backward too: a prefix of a taken name does not clash
+    ],
+)
+def test_rowwise_refuses_taken_names(repo, capsys, setup, name, why):
+    if setup is not None:
+        assert run_new(capsys, setup, "--root", str(repo))[0] == 0
+    before = hashes(repo)
+    code, out, err = run_new(capsys, name, "--root", str(repo), "--kind", "rowwise", "--dry-run")
+    if why is None:
+        assert code == 0, err
+        return
+    assert code == 2 and why in err and "nothing was written" in err, err
+    assert hashes(repo) == before
+
+
+def test_kind_choices_in_help(capsys):
+    with pytest.raises(SystemExit):
+        new.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--kind {elementwise,rowwise}" in help_text and "default" in help_text
+
+
+def test_elementwise_is_the_default(repo, tmp_path, capsys):
+    """--kind elementwise writes exactly what no --kind writes."""
+    other = copy_repo(tmp_path / "other")
+    assert run_new(capsys, "scale2", "--root", str(repo))[0] == 0
+    assert run_new(capsys, "scale2", "--root", str(other), "--kind", "elementwise")[0] == 0
+    assert hashes(repo) == hashes(other)
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -394,20 +479,21 @@ FORMAT_SCHEMAS = [
         f"int[]? {_LONG_ARGS[7]}=None) -> (Tensor, Tensor, Tensor)",
     ),
 ]
-FORMAT_CASES = [(name, None) for name in FORMAT_NAMES] + FORMAT_SCHEMAS
-FORMAT_IDS = [f"{'schema' if schema else 'elementwise'}-{len(name)}" for name, schema in FORMAT_CASES]
+FORMAT_CASES = [(name, kind, None) for kind in sorted(new.KINDS) for name in FORMAT_NAMES]
+FORMAT_CASES += [(name, new.DEFAULT_KIND, schema) for name, schema in FORMAT_SCHEMAS]
+FORMAT_IDS = [f"{'schema' if schema else kind}-{len(name)}" for name, kind, schema in FORMAT_CASES]
 
 
-def _generate(capsys: pytest.CaptureFixture[str], repo: Path, name: str, schema: str | None) -> None:
-    args = [name, "--root", str(repo)] + (["--schema", schema] if schema else [])
+def _generate(capsys: pytest.CaptureFixture[str], repo: Path, name: str, kind: str, schema: str | None) -> None:
+    args = [name, "--root", str(repo), "--kind", kind] + (["--schema", schema] if schema else [])
     code, _, err = run_new(capsys, *args)
     assert code == 0, err
 
 
-@pytest.mark.parametrize("name, schema", FORMAT_CASES, ids=FORMAT_IDS)
-def test_generated_cpp_is_clang_format_clean(repo, capsys, name, schema):
+@pytest.mark.parametrize("name, kind, schema", FORMAT_CASES, ids=FORMAT_IDS)
+def test_generated_cpp_is_clang_format_clean(repo, capsys, name, kind, schema):
     clang_format = _tool("clang-format")
-    _generate(capsys, repo, name, schema)
+    _generate(capsys, repo, name, kind, schema)
     files = [
         f"csrc/cuda/{name}.cu",
         f"csrc/cuda/{name}.h",
@@ -421,10 +507,10 @@ def test_generated_cpp_is_clang_format_clean(repo, capsys, name, schema):
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("name, schema", FORMAT_CASES, ids=FORMAT_IDS)
-def test_generated_python_is_ruff_clean(repo, capsys, name, schema):
+@pytest.mark.parametrize("name, kind, schema", FORMAT_CASES, ids=FORMAT_IDS)
+def test_generated_python_is_ruff_clean(repo, capsys, name, kind, schema):
     ruff = _tool("ruff")
-    _generate(capsys, repo, name, schema)
+    _generate(capsys, repo, name, kind, schema)
     files = [f"tests/ops/test_{name}.py", new.OPS_PY, new.INIT_PY]
     if HAS_BENCH_TABLE:
         files.append(new.BENCH_TABLE)  # the stand-in table's names are undefined: checked only when real
@@ -456,9 +542,10 @@ requires_e2e = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the repo with NAME and SCHEMA_NAME generated in it (not built)."""
+    """A copy of the repo with E2E_OPS generated in it, one of each kind (not built)."""
     repo = copy_repo(tmp_path_factory.mktemp("new_op") / "repo")
     assert new.main([NAME, "--root", str(repo)]) == 0
+    assert new.main([ROWWISE_NAME, "--root", str(repo), "--kind", "rowwise"]) == 0
     assert new.main([SCHEMA_NAME, "--schema", E2E_SCHEMA, "--root", str(repo)]) == 0
     return repo
 
@@ -541,7 +628,8 @@ def test_generated_kernel_compiles_with_nvcc(generated, op):
 @pytest.mark.slow
 @requires_e2e
 def test_generated_host_function_compiles(generated):
-    """The ops' CUDA host functions, inserted in csrc/cuda/ops.cpp (only CUDA builds compile that file): the host
+    """The ops' CUDA host functions (each kind), inserted in csrc/cuda/ops.cpp (only CUDA builds compile that file): the
+    host
     compiler parses ops.cpp with torch's and CUDA's include paths."""
     from torch.utils.cpp_extension import include_paths
 
