@@ -327,7 +327,15 @@ def main(argv: list[str] | None = None) -> int:
         plot_records(records, args.plot, peaks, title=f"{env['gpu'] or 'CPU'} ({method})")
 
     code = 0
-    wrong = [r for r in records if r["correct"] is False]
+    # torch.compile's row is a reference of torch's making: when inductor fails on a case (it did on the float64
+    # rms_norm backward, torch 2.11), the row says so and the run goes on; our rows' failures decide the exit code.
+    wrong = [r for r in records if r["correct"] is False and r["impl"] != "torch.compile"]
+    for r in records:
+        if r["correct"] is False and r["impl"] == "torch.compile":
+            print(
+                f"note: {r['op']} {r['dtype']} {shape_of(r['op'], r['shape'])}: torch.compile failed, not timed: "
+                f"{r['note'].splitlines()[0] if r['note'] else ''}"
+            )
     if wrong:
         print(f"\n{len(wrong)} case(s) gave a WRONG RESULT; no speed is reported for them:")
         for r in wrong:

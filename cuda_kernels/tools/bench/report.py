@@ -158,7 +158,8 @@ def format_table(records: list[dict[str, Any]]) -> str:
             rows.append(None)
         impl = row_label(r)
         if r["median_ms"] is None:
-            reason = "WRONG RESULT" if r["correct"] is False else "not timed"
+            failed = "WRONG RESULT" if r["impl"] != "torch.compile" else "FAILED (torch's)"
+            reason = failed if r["correct"] is False else "not timed"
             timed = [reason, "", "", "", "", "", ""]
         else:
             timed = [
