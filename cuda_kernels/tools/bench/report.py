@@ -311,11 +311,12 @@ def _series(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 def _plot_bandwidth(ax: Any, rows: list[dict[str, Any]], peaks: Peaks | None) -> None:
     rooflines = roofline_ops()
     for label, series in _series(rows).items():
-        series = sorted(series, key=lambda r: r["shape"][0])
+        # Against all the elements of the shape (a row-wise op's rows x n), in that order.
+        series = sorted(series, key=lambda r: math.prod(r["shape"]))
         is_roofline = series[0]["op"] in rooflines
         style = {"linestyle": "--", "color": "gray"} if is_roofline else {"marker": "o", "markersize": 3}
         ax.plot(
-            [r["shape"][0] for r in series],
+            [math.prod(r["shape"]) for r in series],
             [r["gbps"] for r in series],
             label=f"{label} (roofline)" if is_roofline else label,
             **style,
