@@ -39,8 +39,8 @@ using rowwise::Rows;
 // kMaxThreadsPerRow threads take twice the packs, then the two-pass kernel. The backward holds x, dy and w and sums
 // dw in registers for every element it holds (up to 128 registers, so 512 threads per SM): float32 takes 4 packs
 // (128 bytes of loads at the top of each row, none while it works on it); 16-bit types take 2 packs and load the
-// next row's while working on this one (kPrefetch), which took bf16 8192x4096 from 64% to 81% of the copy. That is
-// still 64 bytes in flight per thread, 32 KB per SM: the backward's gap to the copy (docs/rowwise.md).
+// next row's while working on this one (kPrefetch), which took bf16 8192x4096 from 64% to 81% of the copy
+// (docs/rowwise.md has what else was tried).
 constexpr int kForwardPacks = rowwise::kPacks;
 template <int kP, bool kVectorized>
 constexpr int kForwardMinBlocks = kVectorized && kP <= rowwise::kPacks ? 2 : 1;
