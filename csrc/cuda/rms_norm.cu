@@ -54,12 +54,70 @@ constexpr bool kPrefetch = sizeof(T) == 2;
 template <typename T>
 constexpr int kSharedCols = kMinBlockThreads / 2 * kBackwardPacks<T> * Pack<T>::kVec;
 
+// The math, one piece per function, which both the in-register and the two-pass kernels call (the kernels are the
+// mapping of rows to threads; the scaffold of `python -m cuda_kernels.new NAME --kind rowwise` has the same shape).
+
+// The forward's reduction over the elements a thread holds: x^2 added to sum_sq (row_sum adds the row's threads).
+template <int kP, typename T, typename A>
+__device__ __forceinline__ void add_squares(const Pack<T> (&xp)[kP], A& sum_sq) {
+#pragma unroll
+  for (int k = 0; k < kP; ++k) {
+#pragma unroll
+    for (int e = 0; e < Pack<T>::kVec; ++e) {
+      const A v = static_cast<A>(xp[k].v[e]);
+      sum_sq += v * v;
+    }
+  }
+}
+
+// y of one pack, in place: x * r * w (r = rsqrt(mean(x^2) + eps)).
+template <typename T, typename A>
+__device__ __forceinline__ void normalize_pack(Pack<T>& xp, const Pack<T>& wp, bool has_w, A r) {
+#pragma unroll
+  for (int e = 0; e < Pack<T>::kVec; ++e) {
+    A v = static_cast<A>(xp.v[e]) * r;
+    if (has_w) v *= static_cast<A>(wp.v[e]);
+    xp.v[e] = static_cast<T>(v);
+  }
+}
+
+// The backward's two reductions over the elements a thread holds: sum x^2 and sum (dy * w) * x.
+template <int kP, typename T, typename A>
+__device__ __forceinline__ void backward_sums(const Pack<T> (&xp)[kP], const Pack<T> (&gp)[kP], const Pack<T> (&wp)[kP],
+                                              bool has_w, A& sum_sq, A& dot) {
+#pragma unroll
+  for (int k = 0; k < kP; ++k) {
+#pragma unroll
+    for (int e = 0; e < Pack<T>::kVec; ++e) {
+      const A v = static_cast<A>(xp[k].v[e]);
+      A g = static_cast<A>(gp[k].v[e]);
+      if (has_w) g *= static_cast<A>(wp[k].v[e]);
+      sum_sq += v * v;
+      dot += g * v;
+    }
+  }
+}
+
+// dx of one pack, in place of x: (dy * w) * r - x * c, with c = dot * r^3 / n; and each element's term of dw,
+// dy * x * r, handed to add_dw(e, term) (the kernels keep dw in registers or in their partial row).
+template <typename T, typename A, typename AddDw>
+__device__ __forceinline__ void backward_pack(Pack<T>& xp, const Pack<T>& gp, const Pack<T>& wp, bool has_w, A r, A c,
+                                              AddDw&& add_dw) {
+#pragma unroll
+  for (int e = 0; e < Pack<T>::kVec; ++e) {
+    const A v = static_cast<A>(xp.v[e]);
+    const A g0 = static_cast<A>(gp.v[e]);
+    const A g = has_w ? g0 * static_cast<A>(wp.v[e]) : g0;
+    add_dw(e, g0 * v * r);
+    xp.v[e] = static_cast<T>(g * r - v * c);
+  }
+}
+
 template <typename T, int kP, bool kVectorized>
 __global__ void __launch_bounds__(kMaxThreadsPerRow, kForwardMinBlocks<kP, kVectorized>)
     rms_norm_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Rows rows,
                     opmath_type<T> eps) {
   using A = opmath_type<T>;
-  constexpr int kVec = Pack<T>::kVec;
   __shared__ A scratch[kMaxThreadsPerRow / 32];
   const rowwise::Slot s = rowwise::my_slot(rows.tpr);
   // Every thread runs the same number of iterations (row_sum synchronizes the block); slots past the last row
@@ -72,27 +130,14 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, kForwardMinBlocks<kP, kVect
     rowwise::load_row<kP, kVectorized>(x + (active ? row : 0) * rows.in_stride, active ? rows.n : 0, s.lane, rows.tpr,
                                        xp);
     A sum_sq = 0;
-#pragma unroll
-    for (int k = 0; k < kP; ++k) {
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const A v = static_cast<A>(xp[k].v[e]);
-        sum_sq += v * v;
-      }
-    }
-    sum_sq = rowwise::row_sum(sum_sq, rows.tpr, scratch);
-    const A r = rowwise::inv_sqrt(sum_sq / static_cast<A>(rows.n) + eps);
+    add_squares(xp, sum_sq);
+    const A r = rowwise::inv_sqrt(rowwise::row_sum(sum_sq, rows.tpr, scratch) / static_cast<A>(rows.n) + eps);
     if (!active) continue;
 #pragma unroll
     for (int k = 0; k < kP; ++k) {
       Pack<T> wp;
       if (w != nullptr) wp = rowwise::load_pack<kVectorized>(w, rows.n, rowwise::pack_index(s.lane, k, rows.tpr));
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        A v = static_cast<A>(xp[k].v[e]) * r;
-        if (w != nullptr) v *= static_cast<A>(wp.v[e]);
-        xp[k].v[e] = static_cast<T>(v);
-      }
+      normalize_pack(xp[k], wp, w != nullptr, r);
     }
     rowwise::store_row<kP, kVectorized>(y + row * rows.n, rows.n, s.lane, rows.tpr, xp);
   }
@@ -117,14 +162,7 @@ __global__ void __launch_bounds__(kLongRowThreads)
     for (int64_t c = 0; c < rows.n; c += chunk) {
       Pack<T> xp[kLongPacks];
       rowwise::load_row<kLongPacks, kVectorized>(xr + c, rows.n - c, threadIdx.x, tpr, xp);
-#pragma unroll
-      for (int k = 0; k < kLongPacks; ++k) {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const A v = static_cast<A>(xp[k].v[e]);
-          sum_sq += v * v;
-        }
-      }
+      add_squares(xp, sum_sq);
     }
     const A r = rowwise::inv_sqrt(block_sum(sum_sq, scratch) / static_cast<A>(rows.n) + eps);
     for (int64_t c = 0; c < rows.n; c += chunk) {
@@ -132,14 +170,7 @@ __global__ void __launch_bounds__(kLongRowThreads)
       rowwise::load_row<kLongPacks, kVectorized>(xr + c, rows.n - c, threadIdx.x, tpr, xp);
       if (w != nullptr) rowwise::load_row<kLongPacks, kVectorized>(w + c, rows.n - c, threadIdx.x, tpr, wp);
 #pragma unroll
-      for (int k = 0; k < kLongPacks; ++k) {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          A v = static_cast<A>(xp[k].v[e]) * r;
-          if (w != nullptr) v *= static_cast<A>(wp[k].v[e]);
-          xp[k].v[e] = static_cast<T>(v);
-        }
-      }
+      for (int k = 0; k < kLongPacks; ++k) normalize_pack(xp[k], wp[k], w != nullptr, r);
       rowwise::store_row<kLongPacks, kVectorized>(y + row * rows.n + c, rows.n - c, threadIdx.x, tpr, xp);
     }
   }
@@ -180,31 +211,14 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
     }
     const int64_t row = base + s.slot;
     A sums[2] = {0, 0};  // sum x^2 and sum (dy * w) * x over the row, reduced together (one barrier pair)
-#pragma unroll
-    for (int k = 0; k < kP; ++k) {
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const A v = static_cast<A>(xp[k].v[e]);
-        A g = static_cast<A>(gp[k].v[e]);
-        if (w != nullptr) g *= static_cast<A>(wp[k].v[e]);
-        sums[0] += v * v;
-        sums[1] += g * v;
-      }
-    }
+    backward_sums(xp, gp, wp, w != nullptr, sums[0], sums[1]);
     rowwise::row_sums(sums, rows.tpr, scratch);
     const A r = rowwise::inv_sqrt(sums[0] / n + eps);
     const A c = sums[1] * r * r * r / n;
     if (row < rows.rows) {
 #pragma unroll
       for (int k = 0; k < kP; ++k) {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const A v = static_cast<A>(xp[k].v[e]);
-          const A g0 = static_cast<A>(gp[k].v[e]);
-          const A g = w != nullptr ? g0 * static_cast<A>(wp[k].v[e]) : g0;
-          dw[k][e] += g0 * v * r;
-          xp[k].v[e] = static_cast<T>(g * r - v * c);
-        }
+        backward_pack(xp[k], gp[k], wp[k], w != nullptr, r, c, [&](int e, A term) { dw[k][e] += term; });
       }
       rowwise::store_row<kP, kVectorized>(dx + row * rows.n, rows.n, s.lane, rows.tpr, xp);
     }
@@ -248,17 +262,7 @@ __global__ void __launch_bounds__(kLongRowThreads)
       rowwise::load_row<kP, kVectorized>(xr + c, rows.n - c, threadIdx.x, tpr, xp);
       rowwise::load_row<kP, kVectorized>(gr + c, rows.n - c, threadIdx.x, tpr, gp);
       if (w != nullptr) rowwise::load_row<kP, kVectorized>(w + c, rows.n - c, threadIdx.x, tpr, wp);
-#pragma unroll
-      for (int k = 0; k < kP; ++k) {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const A v = static_cast<A>(xp[k].v[e]);
-          A g = static_cast<A>(gp[k].v[e]);
-          if (w != nullptr) g *= static_cast<A>(wp[k].v[e]);
-          sum_sq += v * v;
-          dot += g * v;
-        }
-      }
+      backward_sums(xp, gp, wp, w != nullptr, sum_sq, dot);
     }
     sum_sq = block_sum(sum_sq, scratch);
     dot = block_sum(dot, scratch);
@@ -272,14 +276,9 @@ __global__ void __launch_bounds__(kLongRowThreads)
 #pragma unroll
       for (int k = 0; k < kP; ++k) {
         const int64_t first = c + rowwise::pack_index(threadIdx.x, k, tpr) * kVec;  // the pack's first column
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const A v = static_cast<A>(xp[k].v[e]);
-          const A g0 = static_cast<A>(gp[k].v[e]);
-          const A g = w != nullptr ? g0 * static_cast<A>(wp[k].v[e]) : g0;
-          if (w != nullptr && first + e < rows.n) out[first + e] += g0 * v * r;
-          xp[k].v[e] = static_cast<T>(g * r - v * c_dot);
-        }
+        backward_pack(xp[k], gp[k], wp[k], w != nullptr, r, c_dot, [&](int e, A term) {
+          if (w != nullptr && first + e < rows.n) out[first + e] += term;
+        });
       }
       rowwise::store_row<kP, kVectorized>(dx + row * rows.n + c, rows.n - c, threadIdx.x, tpr, xp);
     }
