@@ -17,6 +17,7 @@ constexpr char kSquare[] = "cuda_kernels.square";
 constexpr char kMatmul[] = "cuda_kernels.matmul";
 constexpr char kRmsNorm[] = "cuda_kernels.rms_norm";
 constexpr char kRmsNormBackward[] = "cuda_kernels.rms_norm_backward";
+constexpr char kLinear[] = "cuda_kernels.linear";
 // cuda_kernels.new: op names above this line
 }  // namespace
 
@@ -27,6 +28,7 @@ STABLE_TORCH_LIBRARY(cuda_kernels, m) {
   m.def("matmul(Tensor a, Tensor b, int variant=0, bool allow_tf32=False) -> Tensor");
   m.def("rms_norm(Tensor x, Tensor? weight=None, float? eps=None) -> Tensor");
   m.def("rms_norm_backward(Tensor grad, Tensor x, Tensor? weight, float? eps) -> (Tensor, Tensor)");
+  m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str? activation=None, bool allow_tf32=False) -> Tensor");
   // cuda_kernels.new: schemas above this line
 
   // Private: what the Python package asks the binary (cuda_kernels.build_info(), the doctor, the tests).
@@ -39,6 +41,7 @@ STABLE_TORCH_LIBRARY_IMPL(cuda_kernels, CPU, m) {
   m.impl("matmul", TORCH_BOX((named<kMatmul, matmul_cpu>)));
   m.impl("rms_norm", TORCH_BOX((named<kRmsNorm, rms_norm_cpu>)));
   m.impl("rms_norm_backward", TORCH_BOX((named<kRmsNormBackward, rms_norm_backward_cpu>)));
+  m.impl("linear", TORCH_BOX((named<kLinear, linear_cpu>)));
   // cuda_kernels.new: CPU registrations above this line
 }
 
@@ -54,6 +57,7 @@ STABLE_TORCH_LIBRARY_IMPL(cuda_kernels, CUDA, m) {
   m.impl("matmul", TORCH_BOX((named<kMatmul, matmul_cuda>)));
   m.impl("rms_norm", TORCH_BOX((named<kRmsNorm, rms_norm_cuda>)));
   m.impl("rms_norm_backward", TORCH_BOX((named<kRmsNormBackward, rms_norm_backward_cuda>)));
+  m.impl("linear", TORCH_BOX((named<kLinear, linear_cuda>)));
   // cuda_kernels.new: CUDA registrations above this line
 }
 

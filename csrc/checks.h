@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "epilogue.h"
 #include "fail.h"
 
 namespace cuda_kernels {
@@ -234,6 +235,58 @@ inline void check_rms_norm_inputs(const Tensor& x, const std::optional<Tensor>& 
 inline void check_rms_norm_backward_inputs(const Tensor& grad, const Tensor& x, const std::optional<Tensor>& weight) {
   check_rms_norm_inputs(x, weight);
   check_rowwise_grad("cuda_kernels.rms_norm_backward", grad, x);
+}
+
+// linear(x, weight, bias, activation): what the CPU and CUDA functions need once the inputs are checked.
+struct LinearCall {
+  int64_t M = 0;             // rows: the product of x's leading dims (1 for a 1-D x)
+  int64_t K = 0;             // x.shape[-1] = weight.shape[1]
+  int64_t N = 0;             // weight.shape[0]: columns of x @ weight.T
+  std::vector<int64_t> out;  // the result's shape: x's leading dims, then N (N / 2 for swiglu)
+  Activation act = Activation::kNone;
+};
+
+// The activation named `name` (None: kNone); anything else is an error that quotes it.
+inline Activation parse_activation(const char* op, const std::optional<std::string>& name) {
+  if (!name.has_value()) return Activation::kNone;
+  for (int i = 1; i < static_cast<int>(std::size(kActivationNames)); ++i) {
+    if (*name == kActivationNames[i]) return static_cast<Activation>(i);
+  }
+  fail(op, ": unknown activation '", *name, "'; use None, 'relu', 'gelu', 'gelu_tanh', 'silu' or 'swiglu'");
+}
+
+inline LinearCall check_linear_inputs(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                                      const std::optional<std::string>& activation) {
+  constexpr const char* op = "cuda_kernels.linear";
+  LinearCall call;
+  call.act = parse_activation(op, activation);
+  check_float_input(op, "x", x);
+  CUDA_KERNELS_CHECK(x.dim() >= 1, op, ": x must have at least 1 dimension (..., in_features), got a 0-d tensor");
+  check_float_like(op, "x", x, "weight", weight);
+  CUDA_KERNELS_CHECK(weight.dim() == 2, op, ": weight must be 2-D (out_features, in_features), got ", weight.dim(),
+                     "-D with shape ", shape_str(weight));
+  call.K = x.size(x.dim() - 1);
+  call.N = weight.size(0);
+  CUDA_KERNELS_CHECK(weight.size(1) == call.K, op, ": x's last dim (", call.K,
+                     ") must equal weight's in_features (weight.shape[1] = ", weight.size(1), "); x is ", shape_str(x),
+                     ", weight ", shape_str(weight));
+  if (bias.has_value()) {
+    check_float_like(op, "x", x, "bias", *bias);
+    CUDA_KERNELS_CHECK(bias->dim() == 1 && bias->size(0) == call.N, op, ": bias must have shape [", call.N,
+                       "] (weight's out_features), got ", shape_str(*bias));
+  }
+  CUDA_KERNELS_CHECK(call.act != Activation::kSwiglu || call.N % 2 == 0, op,
+                     ": swiglu needs an even out_features (the gate rows, then the up rows of weight), got ", call.N);
+  call.M = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) {
+    call.M *= x.size(d);
+    call.out.push_back(x.size(d));
+  }
+  call.out.push_back(call.act == Activation::kSwiglu ? call.N / 2 : call.N);
+  check_output_fits(op, call.out, static_cast<int64_t>(x.element_size()));
+  const int64_t z[2] = {call.M, call.N};  // x @ weight.T before swiglu halves it
+  check_output_fits(op, z, static_cast<int64_t>(x.element_size()));
+  return call;
 }
 
 // cuda_kernels.new: input checks above this line

@@ -45,6 +45,16 @@ std::tuple<Tensor, Tensor> rms_norm_backward_cpu(const Tensor& grad, const Tenso
 std::tuple<Tensor, Tensor> rms_norm_backward_cuda(const Tensor& grad, const Tensor& x,
                                                   const std::optional<Tensor>& weight, std::optional<double> eps);
 
+// linear(x, weight, bias, activation) = activation(x @ weight.T + bias), as torch.nn.functional.linear followed by
+// the activation: x (..., K), weight (N, K) as nn.Linear stores it, bias (N,) or none; activation none, "relu",
+// "gelu", "gelu_tanh", "silu", or "swiglu" (weight holds the gate rows then the up rows, N even; the result's N / 2
+// columns are silu(gate) * up). Result (..., N or N / 2), contiguous; one rounding of the float32 (float64) result.
+// allow_tf32: as matmul's. On CUDA the tensor-core kernel applies bias and activation as it stores its tiles.
+Tensor linear_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                  const std::optional<std::string>& activation, bool allow_tf32);  // csrc/cpu/linear.cpp
+Tensor linear_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias,
+                   const std::optional<std::string>& activation, bool allow_tf32);  // csrc/cuda/matmul/dispatch.cpp
+
 // cuda_kernels.new: declarations above this line
 
 // What the Python package asks the binary, registered as private ops (csrc/api.cpp).

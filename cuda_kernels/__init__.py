@@ -58,7 +58,7 @@ if _C is not None:
     # The CPU kernels' build follows torch's choice (ATEN_CPU_CAPABILITY included), which the binary cannot ask for.
     torch.ops.cuda_kernels._cpu_capability(torch.backends.cpu.get_cpu_capability())
     # cuda_kernels.new: adds each new op to the import below (in ruff's order) and to __all__
-    from cuda_kernels.ops import matmul, rms_norm, set_dump_dir, square  # noqa: E402  (ops need the extension loaded)
+    from cuda_kernels.ops import Linear, linear, matmul, rms_norm, set_dump_dir, square  # noqa: E402  (ops need the extension loaded)
 
 
 def build_info() -> dict[str, Any]:
@@ -108,4 +108,4 @@ def _matmul_paths() -> dict[str, str]:
     return paths
 
 
-__all__ = ["square", "matmul", "rms_norm", "build_info", "set_dump_dir"]
+__all__ = ["square", "matmul", "rms_norm", "linear", "Linear", "build_info", "set_dump_dir"]

@@ -206,7 +206,9 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
     """Matrix product a @ b.
 
     Args:
-        a: (M, K) and b: (K, N), both float32/float64/float16/bfloat16, same dtype and device, any strides.
+        a: (M, K) and b: (K, N), both float32/float64/float16/bfloat16, same dtype and device, any strides. Also
+            torch.matmul's 1-D operands (a row, a column: dropped from the result) and a batched a (..., M, K) with
+            a 2-D b: the batch dimensions fold into M, one product. A batched b is not supported yet.
             On CUDA, kernels 2-8 and 15 need row-major inputs and first copy an input that is not contiguous (a
             transposed view, a slice with a row pitch other than its width, an expanded tensor) into a contiguous
             temporary; 01_tiled, the Hopper kernels (9-13) and matvec read transposed views as they are. The CPU
@@ -225,9 +227,40 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
     # TF32 as torch allows it now (torch.backends.cuda.matmul.allow_tf32, set_float32_matmul_precision): the
     # binary cannot ask torch itself (the stable ABI has no such call), so the op takes it as an argument.
     tf32 = torch.backends.cuda.matmul.allow_tf32
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and (a.dim() != 2 or b.dim() != 2):
+        return _matmul_nd(a, b, variant, tf32)
     if _DUMP_DIR is None:
         return _MATMUL(a, b, variant, tf32)
     return _dump.call_and_dump(_DUMP_DIR, "matmul", _MATMUL.op, a, b, variant=variant, allow_tf32=tf32)
+
+
+def _matmul_nd(a: Tensor, b: Tensor, variant: int, tf32: bool) -> Tensor:
+    """torch.matmul's other shapes, as one 2-D product: a 1-D a is a row (dropped from the result), a 1-D b a
+    column (dropped), and a's leading (batch) dimensions fold into its rows when b is 2-D (a view when they can:
+    the product reads a as it is). A batched b is refused for now: it needs a batched kernel, not a loop of calls."""
+    op = "cuda_kernels.matmul"
+    if a.dim() < 1 or b.dim() < 1:
+        raise RuntimeError(f"{op}: a and b must have at least 1 dimension each, got {a.dim()}-D and {b.dim()}-D")
+    a2 = a.unsqueeze(0) if a.dim() == 1 else a
+    b2 = b.unsqueeze(-1) if b.dim() == 1 else b
+    if b2.dim() != 2:
+        raise RuntimeError(
+            f"{op}: a batched b ({b.dim()}-D, shape {list(b.shape)}) is not supported yet: b must be 1-D or 2-D "
+            "(a may have any batch dimensions)"
+        )
+    k = a2.shape[-1]
+    if b2.shape[0] != k:
+        raise RuntimeError(
+            f"{op}: inner dimensions differ: a is {list(a.shape)} and b is {list(b.shape)} (a.shape[-1] must equal "
+            "b.shape[-2], or b.shape[0] for a 1-D b)"
+        )
+    rows = math.prod(a2.shape[:-1])  # not reshape(-1, k): K = 0 leaves the rows ambiguous
+    out = _MATMUL(a2.reshape(rows, k), b2, variant, tf32).reshape(*a2.shape[:-1], b2.shape[1])
+    if a.dim() == 1:
+        out = out.squeeze(-2)
+    if b.dim() == 1:
+        out = out.squeeze(-1)
+    return out
 
 
 @torch.library.register_fake("cuda_kernels::matmul")
@@ -440,6 +473,198 @@ def _rms_norm_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None,
 
 
 _RMS_NORM = _Op("rms_norm", _rms_norm_backward, _rms_norm_setup_context)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# linear (matmul with a fused epilogue)
+
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None) -> Tensor:
+    """``activation(x @ weight.T + bias)``: ``torch.nn.functional.linear`` and an activation in one call.
+
+    Args:
+        x: (..., K), any leading shape (1-D: one row) and strides, float32/float64/float16/bfloat16, CPU or CUDA.
+        weight: (N, K), as ``torch.nn.Linear`` stores it; x's dtype and device.
+        bias: None or (N,).
+        activation: None, "relu", "gelu" (erf), "gelu_tanh" (``F.gelu(approximate="tanh")``), "silu", or
+            "swiglu": weight holds the gate rows then the up rows (N even) and the result's N / 2 columns are
+            ``silu(x @ gate.T + b_gate) * (x @ up.T + b_up)``.
+    Returns:
+        (..., N), or (..., N / 2) for swiglu; x's dtype, contiguous. Computed in float32 (float64 for float64) and
+        rounded once. On CUDA, the tensor-core kernel (12_hopper_gemm) applies bias and activation as it stores its
+        tiles; other kernels, and swiglu's gating, take a pass of their own. float32 runs as TF32 where torch allows
+        it (torch.backends.cuda.matmul.allow_tf32), as F.linear does.
+        Differentiable in x, weight and bias. When gradients are recorded with an activation, the activation runs as
+        torch ops on the saved pre-activation (so the backward needs no second matmul): only the bias is fused then.
+    """
+    if x is None:  # no tensor to dispatch on: the dispatcher's own error would not name the op
+        raise RuntimeError("cuda_kernels.linear: x is an undefined tensor")
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    if (
+        activation is not None
+        and torch.is_grad_enabled()
+        and any(t is not None and t.requires_grad for t in (x, weight, bias))
+    ):
+        _check_activation(activation)
+        if activation == "swiglu":  # the halves are split below, after the op's own checks: check N here
+            n = weight.shape[0] if weight is not None and weight.dim() == 2 else 0
+            if n % 2 != 0:
+                raise RuntimeError(
+                    "cuda_kernels.linear: swiglu needs an even out_features (the gate rows, then the up rows of "
+                    f"weight), got {n}"
+                )
+        return _activation_forward(_LINEAR(x, weight, bias, None, tf32), activation)
+    if _DUMP_DIR is None:
+        return _LINEAR(x, weight, bias, activation, tf32)
+    return _dump.call_and_dump(
+        _DUMP_DIR, "linear", _LINEAR.op, x, weight, bias=bias, activation=activation, allow_tf32=tf32
+    )
+
+
+class Linear(torch.nn.Linear):
+    """``torch.nn.Linear`` with an activation fused into its matmul: ``activation(x @ weight.T + bias)`` by
+    ``cuda_kernels.linear``. Same parameters and state dict as ``torch.nn.Linear``, so either loads the other's.
+
+    activation: None, "relu", "gelu", "gelu_tanh", "silu", or "swiglu" (out_features even: the weight's first half
+    of rows is the gate, the second the up projection, and the module returns out_features / 2 features).
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        activation: str | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        if activation is not None:
+            _check_activation(activation)
+        if activation == "swiglu" and out_features % 2 != 0:
+            raise ValueError(
+                f"cuda_kernels.linear: swiglu needs an even out_features (the gate rows, then the up rows of weight), "
+                f"got {out_features}"
+            )
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        self.activation = activation
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias, self.activation)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, activation={self.activation!r}"
+
+
+def _check_activation(activation: str | None) -> None:
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(
+            f"cuda_kernels.linear: unknown activation {activation!r}; use None, 'relu', 'gelu', 'gelu_tanh', 'silu' "
+            "or 'swiglu'"
+        )
+
+
+def _activation_forward(z: Tensor, activation: str) -> Tensor:
+    """The activation as torch computes it, on z = x @ weight.T + bias (autograd records it)."""
+    if activation == "relu":
+        return torch.relu(z)
+    if activation in ("gelu", "gelu_tanh"):
+        return torch.nn.functional.gelu(z, approximate="tanh" if activation == "gelu_tanh" else "none")
+    if activation == "silu":
+        return torch.nn.functional.silu(z)
+    gate, up = z.chunk(2, dim=-1)
+    return torch.nn.functional.silu(gate) * up
+
+
+def _activation_backward(grad: Tensor, z: Tensor, activation: str | None) -> Tensor:
+    """The gradient with respect to z = x @ weight.T + bias of activation(z), given the output's gradient."""
+    if activation is None:
+        return grad
+    if activation == "relu":
+        return grad * (z > 0).to(grad.dtype)
+    if activation in ("gelu", "gelu_tanh"):
+        return torch.ops.aten.gelu_backward(grad, z, approximate="tanh" if activation == "gelu_tanh" else "none")
+    if activation == "silu":
+        return torch.ops.aten.silu_backward(grad, z)
+    gate, up = z.chunk(2, dim=-1)
+    return torch.cat([torch.ops.aten.silu_backward(grad * up, gate), grad * torch.nn.functional.silu(gate)], dim=-1)
+
+
+@torch.library.register_fake("cuda_kernels::linear")
+def _linear_fake(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None, allow_tf32: bool = False
+) -> Tensor:
+    op = "cuda_kernels.linear"
+    torch._check(
+        activation is None or activation in ACTIVATIONS,
+        lambda: f"{op}: unknown activation {activation!r}; use None, 'relu', 'gelu', 'gelu_tanh', 'silu' or 'swiglu'",
+    )
+    _check_float(op, "x", x)
+    torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least 1 dimension (..., in_features), got a 0-d tensor")
+    _check_float_like(op, "x", x, "weight", weight)
+    torch._check(
+        weight.dim() == 2,
+        lambda: (
+            f"{op}: weight must be 2-D (out_features, in_features), got {weight.dim()}-D with shape "
+            f"{list(weight.shape)}"
+        ),
+    )
+    torch._check(
+        weight.shape[1] == x.shape[-1],
+        lambda: (
+            f"{op}: x's last dim ({x.shape[-1]}) must equal weight's in_features (weight.shape[1] = "
+            f"{weight.shape[1]}); x is {list(x.shape)}, weight {list(weight.shape)}"
+        ),
+    )
+    n = weight.shape[0]
+    if bias is not None:
+        _check_float_like(op, "x", x, "bias", bias)
+        torch._check(
+            bias.dim() == 1 and bias.shape[0] == n,
+            lambda: f"{op}: bias must have shape [{n}] (weight's out_features), got {list(bias.shape)}",
+        )
+    if activation == "swiglu":
+        torch._check(
+            n % 2 == 0,
+            lambda: f"{op}: swiglu needs an even out_features (the gate rows, then the up rows of weight), got {n}",
+        )
+        n = n // 2
+    shape = (*x.shape[:-1], n)
+    _check_output_fits(op, tuple(shape), x.dtype)
+    return x.new_empty(shape)
+
+
+def _linear_setup_context(ctx, inputs, output) -> None:
+    x, weight, bias, activation, allow_tf32 = inputs
+    ctx.activation = activation
+    ctx.allow_tf32 = allow_tf32
+    ctx.save_for_backward(x, weight, bias)
+
+
+def _linear_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None, None, None]:
+    # With an activation, z = x @ weight.T + bias is recomputed (one more matmul): the wrapper avoids that path
+    # when it records gradients, but direct torch.ops calls and torch.compile come here.
+    x, weight, bias = ctx.saved_tensors
+    tf32 = ctx.allow_tf32
+    g = grad
+    if ctx.activation is not None:
+        z = torch.ops.cuda_kernels.linear.default(x, weight, bias, None, tf32)
+        g = _activation_backward(grad, z, ctx.activation)
+    k, n = weight.shape[1], weight.shape[0]
+    g2 = g.reshape(math.prod(g.shape[:-1]), n)  # reshape(-1, n) cannot tell the rows when N = 0
+    matmul = torch.ops.cuda_kernels.matmul.default
+    dx = matmul(g2, weight, 0, tf32).reshape(x.shape) if ctx.needs_input_grad[0] else None
+    dw = matmul(g2.t(), x.reshape(g2.shape[0], k), 0, tf32) if ctx.needs_input_grad[1] else None
+    db = (
+        g2.sum(0, dtype=torch.float64 if g2.dtype == torch.float64 else torch.float32).to(g2.dtype)
+        if (bias is not None and ctx.needs_input_grad[2])
+        else None
+    )
+    return dx, dw, db, None, None
+
+
+_LINEAR = _Op("linear", _linear_backward, _linear_setup_context)
 
 
 # cuda_kernels.new: ops above this line

@@ -13,6 +13,7 @@ After every row on CUDA the device is synchronized and must still work (no stick
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,12 +140,12 @@ def _build_cases() -> list[Case]:
 
     # --- wrong ranks and shapes -----------------------------------------------------------------------------------
     rank_rows = [
-        ("a-0d", lambda d: (torch.tensor(2.0, device=d), rand(2, 2, device=d)), r"a must be 2-D \(M, K\), got 0-D"),
-        ("b-0d", lambda d: (rand(2, 2, device=d), torch.tensor(2.0, device=d)), r"b must be 2-D \(K, N\), got 0-D"),
-        ("a-1d", lambda d: (rand(4, device=d), rand(4, 2, device=d)), r"a must be 2-D \(M, K\), got 1-D"),
-        ("b-1d", lambda d: (rand(2, 4, device=d), rand(4, device=d)), r"b must be 2-D \(K, N\), got 1-D"),
-        ("a-3d", lambda d: (rand(2, 3, 4, device=d), rand(4, 2, device=d)), r"a must be 2-D \(M, K\), got 3-D"),
-        ("b-3d", lambda d: (rand(3, 4, device=d), rand(2, 4, 2, device=d)), r"b must be 2-D \(K, N\), got 3-D"),
+        ("a-0d", lambda d: (torch.tensor(2.0, device=d), rand(2, 2, device=d)),
+         r"a and b must have at least 1 dimension each, got 0-D and 2-D"),
+        ("b-0d", lambda d: (rand(2, 2, device=d), torch.tensor(2.0, device=d)),
+         r"a and b must have at least 1 dimension each, got 2-D and 0-D"),
+        ("b-3d", lambda d: (rand(3, 4, device=d), rand(2, 4, 2, device=d)),
+         r"a batched b \(3-D, shape \[2, 4, 2\]\) is not supported yet"),
         ("inner-mismatch", lambda d: (rand(3, 4, device=d), rand(5, 2, device=d)),
          r"inner dimensions differ: a is \[3, 4\] and b is \[5, 2\]"),
         ("inner-mismatch-transposed", lambda d: (rand(3, 4, device=d), rand(4, 3, device=d).t()),
@@ -153,6 +154,12 @@ def _build_cases() -> list[Case]:
     ]  # fmt: skip
     for name, make, msg in rank_rows:
         add(Case(f"mm-{name}", "matmul", make, Err(RuntimeError, rf"{MM}: {msg}")))
+    # torch.matmul's other ranks: a 1-D operand, a batched a (its batch dims fold into the rows).
+    for name, make in [("a-1d", lambda d: (rand(4, device=d), rand(4, 2, device=d))),
+                       ("b-1d", lambda d: (rand(2, 4, device=d), rand(4, device=d))),
+                       ("both-1d", lambda d: (rand(4, device=d), rand(4, device=d))),
+                       ("a-3d", lambda d: (rand(2, 3, 4, device=d), rand(4, 2, device=d)))]:  # fmt: skip
+        add(Case(f"mm-{name}", "matmul", make, OK))
 
     # --- undefined (None) arguments and bad variants --------------------------------------------------------------
     # square(None): no tensor to dispatch on; the Python wrapper says so (cuda_kernels/ops.py).
@@ -196,8 +203,8 @@ def _build_cases() -> list[Case]:
     add(Case("mm-meta-inner-mismatch", "matmul",
              lambda d: (torch.empty(3, 4, device="meta"), torch.empty(5, 2, device="meta")),
              Err(RuntimeError, rf"{MM}: inner dimensions differ"), only=meta))  # fmt: skip
-    add(Case("mm-meta-rank", "matmul", lambda d: (torch.empty(3, device="meta"), torch.empty(3, 2, device="meta")),
-             Err(RuntimeError, rf"{MM}: a must be 2-D"), only=meta))  # fmt: skip
+    add(Case("mm-meta-rank", "matmul", lambda d: (torch.empty((), device="meta"), torch.empty(3, 2, device="meta")),
+             Err(RuntimeError, rf"{MM}: a and b must have at least 1 dimension"), only=meta))  # fmt: skip
     add(Case("mm-meta-variant-negative", "matmul",
              lambda d: (torch.empty(3, 4, device="meta"), torch.empty(4, 2, device="meta")),
              Err(RuntimeError, rf"{MM}: unknown variant -2"), variant=-2, only=meta))  # fmt: skip
@@ -352,9 +359,16 @@ def _check_ok(case: Case, device: str, args: tuple) -> None:
                 torch.testing.assert_close(out.detach(), ref, rtol=0, atol=0, equal_nan=True)
         else:
             a, b = args
-            assert out.shape == (a.shape[0], b.shape[1]) and out.dtype == a.dtype and out.device == a.device
+            # torch.matmul's shapes: a 1-D a is one row, a 1-D b one column, a's batch dims fold into its rows.
+            a2 = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) if a.dim() > 1 else a[None]
+            b2 = b if b.dim() == 2 else b[:, None]
+            assert (
+                out.shape
+                == torch.matmul(torch.empty(a.shape, device="meta"), torch.empty(b.shape, device="meta")).shape
+            )
+            assert out.dtype == a.dtype and out.device == a.device
             if a.device.type != "meta":
-                assert_matmul_close(out.detach(), a.detach(), b.detach())
+                assert_matmul_close(out.detach().reshape(a2.shape[0], b2.shape[1]), a2.detach(), b2.detach())
         assert out.is_contiguous()
         for arg, old in zip(args, before, strict=True):
             if old is not None:

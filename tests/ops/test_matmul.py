@@ -3,6 +3,7 @@ tested one by one in test_matmul_ladder.py), plus opcheck, gradcheck, torch.comp
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -42,6 +43,39 @@ def test_matmul_matches_reference(device, dtype, mkn):
     out = cuda_kernels.matmul(a, b)
     assert out.is_contiguous()
     assert_matmul_close(out, a, b)
+
+
+# torch.matmul's other shapes (a, b): 1-D operands, a batched a with a 2-D b (folded into rows), an empty batch.
+ND_SHAPES = [
+    ((5,), (5, 3)),
+    ((4, 5), (5,)),
+    ((5,), (5,)),
+    ((2, 3, 4, 5), (5, 6)),
+    ((7, 1, 5), (5, 2)),
+    ((0, 3, 5), (5, 2)),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shapes", ND_SHAPES, ids=lambda s: f"{s[0]}@{s[1]}".replace(" ", ""))
+def test_matmul_takes_torch_matmul_shapes(device, dtype, shapes):
+    a = rand(*shapes[0], dtype=dtype, device=device, seed=1)
+    b = rand(*shapes[1], dtype=dtype, device=device, seed=2)
+    out = cuda_kernels.matmul(a, b)
+    assert out.shape == torch.matmul(a.double(), b.double()).shape and out.dtype == dtype
+    a2 = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) if a.dim() > 1 else a[None]
+    b2 = b if b.dim() == 2 else b[:, None]
+    assert_matmul_close(out.reshape(a2.shape[0], b2.shape[1]), a2, b2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_batched_a_strided_and_differentiable(device):
+    """A batched a whose batch dims do not fold into a view (transposed) is copied once; gradients flow to both."""
+    a = rand(3, 4, 6, dtype=torch.float64, device=device, seed=3).transpose(0, 1).requires_grad_()
+    b = rand(6, 2, dtype=torch.float64, device=device, seed=4).requires_grad_()
+    torch.testing.assert_close(cuda_kernels.matmul(a, b), torch.matmul(a, b))
+    assert torch.autograd.gradcheck(cuda_kernels.matmul, (a, b))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -116,9 +150,8 @@ BAD_INPUTS = [
     ("bool", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, dtype=torch.bool, device=d)), f"{OP}: b must be float32.*got Bool"),
     ("complex", lambda d: (torch.ones(2, 2, dtype=torch.complex64, device=d),) * 2, f"{OP}: a must be float32.*got ComplexFloat"),
     ("dtype-mismatch", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, dtype=torch.float64, device=d)), f"{OP}: a and b must have the same dtype"),
-    ("a-1d", lambda d: (torch.ones(2, device=d), torch.ones(2, 2, device=d)), f"{OP}: a must be 2-D"),
-    ("b-3d", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, 2, device=d)), f"{OP}: b must be 2-D"),
-    ("a-0d", lambda d: (torch.tensor(1.0, device=d), torch.ones(2, 2, device=d)), f"{OP}: a must be 2-D"),
+    ("b-3d", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, 2, device=d)), f"{OP}: a batched b .* is not supported yet"),
+    ("a-0d", lambda d: (torch.tensor(1.0, device=d), torch.ones(2, 2, device=d)), f"{OP}: a and b must have at least 1 dimension"),
     ("inner-mismatch", lambda d: (torch.ones(2, 3, device=d), torch.ones(4, 2, device=d)), f"{OP}: inner dimensions differ"),
 ]  # fmt: skip
 

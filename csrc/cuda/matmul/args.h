@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "cuda/opmath.h"
+#include "epilogue.h"
 
 // cudaStream_t is `CUstream_st*`; declared here instead of including cuda_runtime.h because csrc/ops.h reads this
 // header in CPU-only builds too, which have no CUDA headers.
@@ -89,6 +90,11 @@ struct Args {
   int device;            // CUDA device index (the current device during the call)
   CUstream_st* stream;   // cudaStream_t: torch's current stream on `device`
   Workspace* workspace;  // never null
+  // linear's epilogue, for kernels whose row of the table has kFusedEpilogue (dispatch.cpp): c[m][n] =
+  // activation(sum + bias[n]), bias (N elements of `dtype`, contiguous) or nullptr; activation is never kSwiglu
+  // here. Other kernels never see anything but the defaults: dispatch applies the epilogue after them.
+  const void* bias = nullptr;
+  Activation activation = Activation::kNone;
 
   template <typename T>
   const T* a_ptr() const {
@@ -151,6 +157,12 @@ void launch_matvec(const Args& args);
 // cp.async pipeline (32-deep slabs in 3 stages where shared memory allows), 128 x 128 block and 64 x 32 warp
 // tiles, padded conflict-free shared memory.
 void launch_fp64_dmma(const Args& args);
+// linear's epilogue as a pass of its own over c (M x N, row-major, contiguous, of `dtype`), for the kernels that do
+// not fuse it (csrc/cuda/matmul/epilogue.cu). In place: c = activation(c + bias) (bias nullptr: none; activation
+// elementwise). swiglu: out (M x N / 2, contiguous) = silu(z[:, :N/2]) * z[:, N/2:] with z = c + bias.
+void apply_epilogue(Dtype dtype, void* c, int64_t M, int64_t N, const void* bias, Activation activation,
+                    CUstream_st* stream);
+void apply_swiglu(Dtype dtype, const void* c, int64_t M, int64_t N, const void* bias, void* out, CUstream_st* stream);
 // True when this binary holds sm_90a code and `device` is compute 9.0 (ladder/09_wgmma_tma.cu).
 bool wgmma_available(int device);
 

@@ -47,6 +47,7 @@ enum Requirement : unsigned {
   kRowMajorInputs = 1u << 0,  // a and b contiguous (row-major); the call copies them otherwise
   kTf32Math = 1u << 1,        // computes float32 in TF32: runs only while torch allows TF32 for matmul
   kSkinnyShapes = 1u << 2,    // made for outputs with M or N <= kSkinnyMaxSide: variant 0 takes it only for those
+  kFusedEpilogue = 1u << 3,   // applies linear's bias and activation as it stores C (Args::bias, Args::activation)
 };
 constexpr int64_t kSkinnyMaxSide = 16;
 
@@ -91,7 +92,8 @@ constexpr Kernel kKernels[] = {
     {10, "10_cluster_multicast", kAnyStrides, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds,
      &launch_10_cluster_multicast},
     {11, "11_tma_store", kAnyStrides, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds, &launch_11_tma_store},
-    {12, "12_hopper_gemm", kAnyStrides, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds, &launch_12_hopper_gemm},
+    {12, "12_hopper_gemm", kAnyStrides | kFusedEpilogue, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds,
+     &launch_12_hopper_gemm},
     // Special cases, apart from the ladder.
     {13, "tf32_wgmma", kAnyStrides | kTf32Math, kFloat32, 90, &wgmma_available, kSm90aNeeds, &launch_tf32_wgmma},
     {14, "matvec", kAnyStrides | kSkinnyShapes, kAllDtypes, 0, nullptr, nullptr, &launch_matvec},
@@ -338,8 +340,10 @@ class TensorWorkspace final : public matmul_ladder::Workspace {
 };
 
 // Runs `kernel` (its needs checked) on a (M, K) and b (K, N) into c, allocated (M, N) row-major; M, N, K >= 1.
-// Copies a and b to row-major first when the kernel needs it.
-void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& kernel) {
+// Copies a and b to row-major first when the kernel needs it. bias (contiguous, N elements) and act: linear's
+// epilogue, only for kernels with kFusedEpilogue.
+void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& kernel, const void* bias = nullptr,
+            Activation act = Activation::kNone) {
   const bool row_major = kernel.requirements & kRowMajorInputs;
   const Tensor a = row_major ? torch::stable::contiguous(a_in) : a_in;
   const Tensor b = row_major ? torch::stable::contiguous(b_in) : b_in;
@@ -352,6 +356,8 @@ void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& ker
                            // contiguous tensor carries another stride.
                            row_major ? K : a.stride(0), row_major ? 1 : a.stride(1), row_major ? N : b.stride(0),
                            row_major ? 1 : b.stride(1), device, current_stream(device), &workspace};
+  args.bias = bias;
+  args.activation = act;
   kernel.launch(args);
 }
 
@@ -391,6 +397,48 @@ Tensor matmul_cuda(const Tensor& a, const Tensor& b, int64_t variant, bool allow
     launch(a, b, c, kernel);
   }
   return c;
+}
+
+Tensor linear_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias_in,
+                   const std::optional<std::string>& activation, bool allow_tf32) {
+  const LinearCall call = check_linear_inputs(x, weight, bias_in, activation);
+  const GpuInfo& gpu = gpu_info(x.get_device_index());
+  const bool tf32 = x.scalar_type() == ScalarType::Float && allow_tf32;
+  const torch::stable::accelerator::DeviceGuard guard(x.get_device_index());
+  const int64_t M = call.M, N = call.N, K = call.K;
+  Tensor out = new_output(x, call.out);
+  if (M == 0 || N == 0) return out;
+  const bool swiglu = call.act == Activation::kSwiglu;
+  const int64_t z_shape[2] = {M, N};
+  // z = x @ weight.T (+ bias, and the activation where the kernel fuses them): the output itself, or for swiglu a
+  // temporary that the gating pass halves.
+  Tensor z = swiglu ? new_output(x, z_shape) : torch::stable::view(out, z_shape);
+  const std::optional<Tensor> bias = contiguous_or_none(bias_in);
+  const void* bias_ptr = bias.has_value() ? bias->const_data_ptr() : nullptr;
+  const Activation elementwise = swiglu ? Activation::kNone : call.act;
+  bool fused = false;
+  if (K == 0) {
+    torch::stable::zero_(z);  // an empty sum is 0; the epilogue below still applies
+  } else {
+    const int64_t shape[2] = {M, N};
+    const Kernel& kernel = pick_kernel(x.scalar_type(), gpu, tf32, shape, nullptr);
+    // x as (M, K): a view when its leading dims fold into one; weight.T as (K, N), a view (K-major B).
+    const int64_t x_shape[2] = {M, K};
+    const Tensor a = torch::stable::reshape(x, x_shape);
+    const Tensor b = torch::stable::transpose(weight, 0, 1);
+    fused = kernel.requirements & kFusedEpilogue;
+    launch(a, b, z, kernel, fused ? bias_ptr : nullptr, fused ? elementwise : Activation::kNone);
+  }
+  const Dtype dtype = ladder_dtype(x.scalar_type());
+  cudaStream_t stream = current_stream(x.get_device_index());
+  if (swiglu) {
+    // The gating pass adds the bias itself where the kernel did not.
+    matmul_ladder::apply_swiglu(dtype, z.const_data_ptr(), M, N, fused ? nullptr : bias_ptr, out.mutable_data_ptr(),
+                                stream);
+  } else if (!fused) {
+    matmul_ladder::apply_epilogue(dtype, z.mutable_data_ptr(), M, N, bias_ptr, elementwise, stream);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

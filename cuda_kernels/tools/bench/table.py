@@ -11,6 +11,7 @@ a is (M, K), b is (K, N).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import cuda_kernels
-from cuda_kernels.tools.testing import check_matmul
+from cuda_kernels.tools.testing import check_matmul, matmul_error_bound, tf32_matmul_error_bound
 
 Shape = tuple[int, ...]
 DTYPES = {
@@ -505,6 +506,96 @@ MATMUL = BenchOp(
 
 
 # ---------------------------------------------------------------------------------------------------------
+# linear: x (M, K) @ weight (N, K).T + bias, then an activation, as nn.Linear layers call it. Two entries at the
+# same shapes: linear_gelu (bias and GELU: ours fused, torch's F.gelu(F.linear(...)) and its torch.compile) and
+# linear (no bias or activation, against F.linear), so that one run gives the epilogue's cost (ours across the two).
+
+# (M, N, K): tokens x out_features x in_features of Llama-style layers (hidden 4096, MLP 11008 / 14336), and a
+# decode-sized batch.
+LINEAR_SHAPES: list[Shape] = [
+    (1024, 4096, 4096),
+    (4096, 4096, 4096),
+    (8192, 11008, 4096),
+    (8192, 4096, 11008),
+    (4096, 14336, 4096),
+    (2048, 2048, 2048),
+    (256, 4096, 4096),
+    (16, 4096, 4096),
+]
+LINEAR_QUICK_SHAPES: list[Shape] = [(1024, 4096, 4096), (4096, 4096, 4096)]
+LINEAR_CPU_SHAPES: list[Shape] = [(256, 512, 512), (64, 1024, 1024)]
+
+
+def linear_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> list[Tensor]:
+    """x (M, K), weight (N, K) scaled by 1 / sqrt(K) (outputs of order 1, where GELU is not linear), bias (N,)."""
+    m, n, k = shape
+    x = torch.randn(m, k, generator=gen, device=device).to(dtype)
+    w = (torch.randn(n, k, generator=gen, device=device) / math.sqrt(k)).to(dtype)
+    b = torch.randn(n, generator=gen, device=device).to(dtype)
+    return [x, w, b]
+
+
+def _check_linear(inputs: list[Tensor], out: Tensor, gelu: bool, tf32: bool) -> tuple[bool | None, str]:
+    """out against float64 gelu(x @ w.T + b) (or x @ w.T): matmul's bound on z (with one more rounding of z, which
+    the paths without a fused epilogue make, as torch's chain does), times GELU's largest slope (1.13), and the
+    output's own rounding."""
+    x, w, b = inputs
+    if not gelu:
+        return check_matmul(x, w.t(), out, tf32=tf32)
+    z = x.double() @ w.double().t() + b.double()
+    eps = torch.finfo(x.dtype).eps
+    bound = 1.13 * ((tf32_matmul_error_bound if tf32 else matmul_error_bound)(x, w.t(), z) + eps * z.abs())
+    ref = F.gelu(z)
+    bound = bound + eps * ref.abs()
+    err = (out.double() - ref).abs()
+    bad = ~(err <= bound)
+    if not bad.any():
+        return True, ""
+    return (
+        False,
+        f"{int(bad.sum())} of {out.numel()} elements out of tolerance; worst error/bound {(err / bound).max():.3g}",
+    )
+
+
+def linear_entry(name: str, gelu: bool) -> BenchOp:
+    def ours(inputs: list[Tensor], variant: int) -> Callable[[], Tensor]:
+        x, w, b = inputs
+        if gelu:
+            return lambda: cuda_kernels.linear(x, w, b, "gelu")
+        return lambda: cuda_kernels.linear(x, w)
+
+    def reference(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        return F.gelu(F.linear(x, w, b)) if gelu else F.linear(x, w)
+
+    return BenchOp(
+        name=name,
+        make_inputs=linear_inputs,
+        ours=ours,
+        torch=lambda inputs: lambda: reference(*inputs),
+        check=lambda inputs, out, math_mode: _check_linear(inputs, out, gelu, math_mode == "tf32"),
+        bytes_moved=lambda shape, itemsize: (
+            (shape[0] * shape[2] + shape[1] * shape[2] + shape[0] * shape[1]) * itemsize
+        ),
+        flops=lambda shape: 2 * math.prod(shape),
+        parse_size=parse_matmul_size,
+        format_shape=lambda shape: "x".join(str(d) for d in shape),
+        sweep=Sweep(
+            default=LINEAR_SHAPES,
+            quick=LINEAR_QUICK_SHAPES,
+            cpu=LINEAR_CPU_SHAPES,
+            cpu_quick=LINEAR_CPU_SHAPES[:1],
+            iters=(4096, 4096, 4096),
+            cpu_iters=LINEAR_CPU_SHAPES[0],
+        ),
+        compiled=lambda inputs: functools.partial(_compiled(reference), *inputs),
+    )
+
+
+LINEAR_GELU = linear_entry("linear_gelu", gelu=True)
+LINEAR = linear_entry("linear", gelu=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Row-wise ops (rms_norm, and those `python -m cuda_kernels.new NAME --kind rowwise` adds): x of (rows, n), reduced
 # over each row, forward and backward. Each is memory-bound: its roofline is a copy of x in the same case (a row
 # "copy:<op>" of its own, so the forward's and backward's copies at one shape stay two records), compared by
@@ -687,6 +778,8 @@ OPS_IN_ORDER: tuple[BenchOp, ...] = (
     SQUARE,
     COPY,
     MATMUL,
+    LINEAR_GELU,
+    LINEAR,
     *RMS_NORM_OPS,
     # python -m cuda_kernels.new adds new ops above this line
 )

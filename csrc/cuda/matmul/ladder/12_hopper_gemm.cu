@@ -18,8 +18,9 @@ void launch_12_hopper_gemm(const Args& args) {
     ws.bytes = wgmma12::workspace_bytes(sms);
     ws.ptr = args.workspace->alloc(ws.bytes);
   }
+  const wgmma12::Epilogue epi{static_cast<const uint16_t*>(args.bias), args.activation};
   hopper::check_launch("12_hopper_gemm", wgmma12::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c, sms,
-                                                         call.stream, {}, ws));
+                                                         call.stream, {}, ws, epi));
 }
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -37,6 +37,7 @@
 
 #include "cuda/matmul/hopper.cuh"
 #include "cuda/matmul/mma_sm80.cuh"  // l2_evict_first_policy
+#include "epilogue.h"
 
 namespace cuda_kernels::matmul_ladder {
 namespace wgmma12 {
@@ -164,6 +165,44 @@ __device__ __forceinline__ void store_pair(uint16_t* C, int M, int N, int row, i
   }
 }
 
+// linear's fused epilogue (Args::bias, Args::activation): C = act(A @ B + bias) as the tile is stored. bias: N
+// 16-bit elements of C's dtype, or nullptr.
+struct Epilogue {
+  const uint16_t* bias = nullptr;
+  Activation act = Activation::kNone;
+  __host__ __device__ bool active() const { return bias != nullptr || act != Activation::kNone; }
+};
+
+// bias[col], bias[col + 1] as floats (0 past N); col is even.
+template <bool kBf16>
+__device__ __forceinline__ float2 bias_pair(const uint16_t* bias, int col, int N) {
+  uint32_t bits;
+  if (col + 1 < N && N % 2 == 0) {
+    bits = __ldg(reinterpret_cast<const unsigned int*>(bias + col));  // 4-byte aligned: col and N even
+  } else {
+    bits = (col < N ? bias[col] : 0u) | (col + 1 < N ? uint32_t{bias[col + 1]} << 16 : 0u);
+  }
+  if constexpr (kBf16) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+  } else {
+    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+  }
+}
+
+// Applies the epilogue to accumulator groups of the wgmma layout: acc[4j + h] is in column col0 + 8j + h % 2 (rows
+// do not matter: bias is per column). Compiled once per activation; the bias pair of a group is read once.
+template <bool kBf16, int kN>
+__device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue& epi, int col0, int N) {
+  with_activation(epi.act, [&](auto act) {
+#pragma unroll
+    for (int j = 0; j < kN / 4; ++j) {
+      const float2 b = epi.bias != nullptr ? bias_pair<kBf16>(epi.bias, col0 + 8 * j, N) : make_float2(0.f, 0.f);
+#pragma unroll
+      for (int h = 0; h < 4; ++h) acc[4 * j + h] = activate<act.value>(acc[4 * j + h] + (h % 2 == 0 ? b.x : b.y));
+    }
+  });
+}
+
 // C (M x N, row-major, 16-bit bits) = A @ B. kAMN: A is MN-major (stored as (K, M), m contiguous), else K-major
 // ((M, K), k contiguous). kBKMaj: B is K-major ((N, K), k contiguous), else MN-major ((K, N), n contiguous).
 // Tensor maps: A K-major {K, M} boxes {64, 128}; A MN-major {M, K} boxes {64, 64}; B MN-major {N, K} boxes
@@ -174,7 +213,7 @@ template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_12_hopper_gemm(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                  const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
-                                 int M, int N, int K, int group_m, StreamK sk, int k_splits) {
+                                 int M, int N, int K, int group_m, StreamK sk, int k_splits, Epilogue epi) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BN = Cfg::BN, CM = Cfg::CM, S = Cfg::S;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -447,6 +486,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int h = 0; h < 4; ++h) v[h] += w[h];
               }
               const int col = tn * BN + 8 * j + 2 * (lane % 4);
+              if (epi.active()) apply_epilogue<kBf16>(v, epi, col, N);
               store_pair<kBf16>(C, M, N, row0, col, v[0], v[1]);
               store_pair<kBf16>(C, M, N, row0 + 8, col, v[2], v[3]);
             }
@@ -488,7 +528,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           // for h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
           // Passes of kOutCols columns through the buffer; with Cfg::kWoven the last one is kept for the next
           // tile's main loop (or stored at the end).
+          // linear's bias and activation (apply_epilogue) are applied inside each branch, not before them: there the
+          // woven pass's registers (`last`) are dead in the TMA branch, and live beside the 128 accumulators they
+          // made the 128 x 256 tile spill.
+          const int epi_col0 = tn * BN + 2 * (lane % 4);
           if (tma_store) {
+            if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N);
 #pragma unroll
             for (int pass = 0; pass < Cfg::kPasses; ++pass) {
               if (Cfg::kWoven && pass == Cfg::kPasses - 1) {
@@ -503,6 +548,15 @@ __global__ void __launch_bounds__(kThreads, 1)
               store_pass(tm, tn, pass, [&](int jj, int h) { return pass_reg(acc, pass, jj, h); });
             }
             return;
+          }
+          if (epi.active()) {
+            if constexpr (Cfg::kWoven) {
+          // No pass is pending here (flush_pending above), but the compiler cannot know: overwriting the
+          // registers ends their lifetime, so the epilogue does not spill.
+#pragma unroll
+              for (int i = 0; i < 2 * kChunks; ++i) last[i] = 0;
+            }
+            apply_epilogue<kBf16>(acc, epi, epi_col0, N);
           }
           const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
           const int col0 = tn * BN + 2 * (lane % 4);
@@ -595,7 +649,8 @@ inline int pick_k_splits(int M, int N, int K, int sms, int bn) {
 
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
-                         cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1, int k_splits = 1) {
+                         cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1, int k_splits = 1,
+                         const Epilogue& epi = {}) {
   constexpr int BN = Cfg::BN, CM = Cfg::CM;
   constexpr auto* kernel = &matmul_kernel_12_hopper_gemm<Cfg, kBf16, kAMN, kBKMaj>;
   int device = 0;
@@ -645,7 +700,8 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   const int64_t super_tiles = int64_t{(M + CM * kBM - 1) / (CM * kBM)} * ((N + BN - 1) / BN);
   if (k_splits > 1 && super_tiles > fit) {
     // Split tiles run one per cluster, all at once: fewer blocks per tile where the GPU cannot hold them.
-    return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, sms, group_m, stream, ws, stream_k, k_splits / 2);
+    return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, sms, group_m, stream, ws, stream_k, k_splits / 2,
+                                                  epi);
   }
   int64_t clusters = k_splits > 1 ? super_tiles : std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / CM}});
   if (group_m <= 0) group_m = std::max(1, kGroupRows / CM);
@@ -663,7 +719,7 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   // of a small problem's gap to cuBLAS (docs/matmul.md).
   cfg.numAttrs = cluster_size > 1 ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m,
-                            sk, k_splits);
+                            sk, k_splits, epi);
 }
 
 // The tile width for an M x N output on `sms` SMs: the widest whose tile count keeps (nearly) every SM busy.
@@ -686,45 +742,46 @@ inline bool wants_workspace(int M, int N, int K, int sms) {
 
 template <bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_layout(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms,
-                          const LaunchOptions& opt, const Workspace& ws, cudaStream_t stream) {
+                          const LaunchOptions& opt, const Workspace& ws, cudaStream_t stream, const Epilogue& epi) {
   const int bn = opt.block_n != 0 ? opt.block_n : pick_block_n(M, N, sms);
   const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
   const int g = opt.group_m, sk = opt.stream_k;
   if (bn == 64) {
     const int splits = opt.k_splits > 0 ? opt.k_splits : pick_k_splits(M, N, K, blocks, bn);
-    return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk, splits);
+    return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk, splits, epi);
   }
-  if (bn == 128) return launch_typed<Mid, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk);
-  return launch_typed<Wide, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk);
+  if (bn == 128) return launch_typed<Mid, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk, 1, epi);
+  return launch_typed<Wide, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk, 1, epi);
 }
 
 // launch() for one dtype (bf16 when kBf16, else fp16): the operand layouts' four kernel families.
 template <bool kBf16>
 cudaError_t launch_dtype(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, cudaStream_t stream,
-                         const LaunchOptions& opt, const Workspace& ws) {
+                         const LaunchOptions& opt, const Workspace& ws, const Epilogue& epi) {
   if (a.mn_major) {
-    return b.mn_major ? launch_layout<kBf16, true, false>(M, N, K, a, b, c, sms, opt, ws, stream)
-                      : launch_layout<kBf16, true, true>(M, N, K, a, b, c, sms, opt, ws, stream);
+    return b.mn_major ? launch_layout<kBf16, true, false>(M, N, K, a, b, c, sms, opt, ws, stream, epi)
+                      : launch_layout<kBf16, true, true>(M, N, K, a, b, c, sms, opt, ws, stream, epi);
   }
-  return b.mn_major ? launch_layout<kBf16, false, false>(M, N, K, a, b, c, sms, opt, ws, stream)
-                    : launch_layout<kBf16, false, true>(M, N, K, a, b, c, sms, opt, ws, stream);
+  return b.mn_major ? launch_layout<kBf16, false, false>(M, N, K, a, b, c, sms, opt, ws, stream, epi)
+                    : launch_layout<kBf16, false, true>(M, N, K, a, b, c, sms, opt, ws, stream, epi);
 }
 
 // Each dtype's kernels are instantiated in a translation unit of their own (12_hopper_gemm_bf16.cu and
 // 12_hopper_gemm_fp16.cu), so the build compiles them in parallel: with all 24 kernels in one file it was the
 // build's longest compile. Everywhere else these declarations keep the kernels from being instantiated again.
 extern template cudaError_t launch_dtype<true>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
-                                               const LaunchOptions&, const Workspace&);
+                                               const LaunchOptions&, const Workspace&, const Epilogue&);
 extern template cudaError_t launch_dtype<false>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
-                                                const LaunchOptions&, const Workspace&);
+                                                const LaunchOptions&, const Workspace&, const Epilogue&);
 
 // C (M x N, row-major, contiguous) = A @ B for 16-bit A, B, C (bf16 when bf16, else fp16), fp32 accumulation.
 // 1 <= M, N, K < 2^31. The caller guarantees the Operand requirements.
-// ws: stream-K scratch (workspace_bytes(sms)), or none.
+// ws: stream-K scratch (workspace_bytes(sms)), or none. epi: linear's bias and activation, applied as C is stored.
 inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms,
-                          cudaStream_t stream, const LaunchOptions& opt = {}, const Workspace& ws = {}) {
-  return bf16 ? launch_dtype<true>(M, N, K, a, b, c, sms, stream, opt, ws)
-              : launch_dtype<false>(M, N, K, a, b, c, sms, stream, opt, ws);
+                          cudaStream_t stream, const LaunchOptions& opt = {}, const Workspace& ws = {},
+                          const Epilogue& epi = {}) {
+  return bf16 ? launch_dtype<true>(M, N, K, a, b, c, sms, stream, opt, ws, epi)
+              : launch_dtype<false>(M, N, K, a, b, c, sms, stream, opt, ws, epi);
 }
 
 }  // namespace wgmma12

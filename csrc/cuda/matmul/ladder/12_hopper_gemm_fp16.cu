@@ -4,5 +4,5 @@
 
 namespace cuda_kernels::matmul_ladder::wgmma12 {
 template cudaError_t launch_dtype<false>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
-                                         const LaunchOptions&, const Workspace&);
+                                         const LaunchOptions&, const Workspace&, const Epilogue&);
 }  // namespace cuda_kernels::matmul_ladder::wgmma12
