@@ -191,6 +191,13 @@ __device__ __forceinline__ void fence_proxy_async_global() {
 // Clusters
 // ---------------------------------------------------------------------------------------------------------------
 
+// Brings the 128-byte line at p into L1 (no register, no wait).
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+#endif
+}
+
 // Loads the tensor map `map` (a __grid_constant__ parameter) into the descriptor cache ahead of the first TMA copy
 // that names it, which would otherwise wait for that fetch.
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {

@@ -173,6 +173,8 @@ struct Epilogue {
   __host__ __device__ bool active() const { return bias != nullptr || act != Activation::kNone; }
 };
 
+constexpr int kBiasLineCols = 64;  // 16-bit bias elements in one 128-byte cache line
+
 // bias[col], bias[col + 1] as floats (0 past N); col is even.
 template <bool kBf16>
 __device__ __forceinline__ float2 bias_pair(const uint16_t* bias, int col, int N) {
@@ -409,6 +411,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           int tp, tn;
           hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
           const int tm = tp * CM + static_cast<int>(rank);
+          // The tile's bias columns (BN * 2 bytes, a few 128-byte lines) into L1 now, so that the epilogue's reads
+          // of them after the main loop do not wait on L2.
+          if (epi.bias != nullptr && t * kBiasLineCols < BN && tn * BN + t * kBiasLineCols < N)
+            hopper::prefetch_l1(epi.bias + tn * BN + t * kBiasLineCols);
           int prev = -1;
           for (int kb = kb0; kb < kb1; ++kb) {
             hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
