@@ -10,7 +10,6 @@ Medians by triton.testing.do_bench (L2 flushed before each call, 300 ms of calls
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import torch
@@ -18,6 +17,7 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 import cuda_kernels as ck
+from cuda_kernels.tools.bench.env import collect_env
 
 SHAPES = [(1024, 4096, 4096), (4096, 4096, 4096), (2048, 2048, 2048), (8192, 11008, 4096)]  # M, N, K
 
@@ -51,8 +51,7 @@ def main(path: str) -> None:
         print(
             f"{m}x{n}x{k}: " + ", ".join(f"{k_} {v * 1e3:.1f}us ({v / ms['plain'] - 1:+.1%})" for k_, v in ms.items())
         )
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": commit, "dtype": "bfloat16"}
+    env = collect_env(torch.device("cuda"), {"argv": sys.argv, "dtype": "bfloat16"})  # the benchmark's own record
     with open(path, "w") as f:
         json.dump({"env": env, "median_ms": results}, f, indent=1)
 
