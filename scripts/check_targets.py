@@ -37,6 +37,11 @@ Targets:
                     weight read, dx and dweight written) at least 90% of its copy's ("copy:rms_norm_backward") and at
                     least 1.00x torch.compile's backward.
 
+  linear            (issue 40) bfloat16 and float16, `linear_gelu` (bias and GELU) against `linear` (neither), ours
+                    both, at every shape of LINEAR_SHAPES: the epilogue costs at most 3% (linear's time / linear_gelu's
+                    >= 1/1.03); and at M >= 1024 ours at least 1.05x torch's F.gelu(F.linear(x, w, b)) (the
+                    linear_gelu "torch" row).
+
 A run on the CPU (env.device "cpu") has targets of its own:
   matmul vs torch   float32, the CPU kernel vs torch.mm (MKL or OpenBLAS): >= 0.50x at 512^3 and 1024^3.
 
@@ -82,6 +87,13 @@ RMS_NORM_SHAPES = ((8192, 4096), (32768, 8192), (4096, 1024), (65536, 256))
 RMS_NORM_EAGER_SHAPES = ((8192, 4096), (32768, 8192), (65536, 256))  # the three larger
 RMS_NORM_FORWARD_MIN_PCT, RMS_NORM_BACKWARD_MIN_PCT = 95.0, 90.0
 RMS_NORM_COMPILE_MIN_RATIO, RMS_NORM_EAGER_MIN_RATIO = 1.00, 1.25
+LINEAR_DTYPES = ("bfloat16", "float16")
+# M x N x K, as cuda_kernels/tools/bench/table.py's LINEAR_SHAPES (the vs-torch target from M = 1024 up).
+LINEAR_SHAPES = ((1024, 4096, 4096), (4096, 4096, 4096), (8192, 11008, 4096), (8192, 4096, 11008),
+                 (4096, 14336, 4096), (2048, 2048, 2048), (256, 4096, 4096), (16, 4096, 4096))  # fmt: skip
+LINEAR_MAX_EPILOGUE_COST = 0.03  # linear_gelu's time at most 1.03x linear's
+LINEAR_MIN_RATIO = 1.05  # vs F.gelu(F.linear(x, w, b)) at M >= LINEAR_RATIO_MIN_M
+LINEAR_RATIO_MIN_M = 1024
 CPU_MATMUL_MIN_RATIO = {(512, 512, 512): 0.50, (1024, 1024, 1024): 0.50}  # float32, a run on the CPU
 
 Record = dict[str, Any]
@@ -261,6 +273,20 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
                 rms_norm_vs("rms_norm", dtype, shape, "torch", RMS_NORM_EAGER_MIN_RATIO)
             rms_norm_vs_copy("rms_norm_backward", dtype, shape, 3, 2, RMS_NORM_BACKWARD_MIN_PCT)
             rms_norm_vs("rms_norm_backward", dtype, shape, "torch.compile", RMS_NORM_COMPILE_MIN_RATIO)
+
+    for dtype in LINEAR_DTYPES:
+        for shape in LINEAR_SHAPES:
+            label = f"{dtype} {'x'.join(map(str, shape))}"
+            fused, plain = row("linear_gelu", dtype, shape, "ours"), row("linear", dtype, shape, "ours")
+            name = f"linear {label} epilogue cost"
+            if not (fused and plain):
+                results.append(missing(name, linear_gelu=fused, linear=plain))
+            else:
+                cost = fused["median_ms"] / plain["median_ms"] - 1
+                text = f"{name}: {100 * cost:+.1f}% (target <= {100 * LINEAR_MAX_EPILOGUE_COST:.0f}%; {spread(fused, plain, 'plain')})"
+                results.append((cost <= LINEAR_MAX_EPILOGUE_COST, text))
+            if shape[0] >= LINEAR_RATIO_MIN_M:
+                rms_norm_vs("linear_gelu", dtype, shape, "torch", LINEAR_MIN_RATIO)
     return results
 
 

@@ -33,7 +33,7 @@ SIZES = range(12, 29)
 # 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32, 3 dtypes x 3 skinny shapes, 4 dtypes' skinny
 # bandwidth, 2 dtypes x 2 small shapes, 2 float64 shapes, rms_norm: 2 dtypes x 4 shapes x (forward and backward vs
 # copy and vs torch.compile) + 2 dtypes x 3 shapes vs eager.
-N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 4 + 2 * 2 + 2 + 2 * 4 * 4 + 2 * 3
+N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 4 + 2 * 2 + 2 + 2 * 4 * 4 + 2 * 3 + 2 * (8 + 6)
 RMS_SHAPES = ([8192, 4096], [32768, 8192], [4096, 1024], [65536, 256])
 SKINNY_SHAPES = ([1, 4096, 4096], [16, 4096, 4096], [4096, 1, 4096])
 BANDWIDTH_SHAPE = [1, 16384, 16384]
@@ -58,6 +58,8 @@ def records(
     bandwidth_pct: float = 90.0,
     rms_pct: float = 99.0,
     rms_ratio: float = 1.3,
+    linear_cost: float = 0.02,
+    linear_ratio: float = 1.1,
 ) -> list[dict]:
     """Synthetic rows for every target case. torch's square and the copy take 1 ms; ours takes 1 / ratio ms, the
     ratio being square_ratio (one number, or per (dtype, log2 size) with 1.0 for the rest) vs torch and copy_ratio
@@ -69,7 +71,9 @@ def records(
     every dtype, ours moves its bytes at bandwidth_pct percent of the rate of the copy of 2^28 elements; at bfloat16 and float16
     4096^3 and 8192^3 the ladder steps of MMA_STEPS run at step_ratios (default: 07 at 0.30x, 08 at 0.60x, 09 at
     1.10x). rms_norm (bfloat16, float32, RMS_SHAPES): the copies take 1 ms, ours forward and backward move their
-    bytes at rms_pct percent of the copy's rate, torch and torch.compile take rms_ratio times ours."""
+    bytes at rms_pct percent of the copy's rate, torch and torch.compile take rms_ratio times ours. linear
+    (bfloat16, float16, check_targets.LINEAR_SHAPES): ours without epilogue takes 1 ms, with bias and GELU 1 +
+    linear_cost ms, torch's F.gelu(F.linear) linear_ratio times that."""
     rows = []
 
     def add(**row) -> None:
@@ -137,6 +141,12 @@ def records(
                 add(op=op, dtype=dtype, shape=shape, impl="ours", variant=None, median_ms=ours_ms, correct=True)
                 for impl in ("torch", "torch.compile"):
                     add(op=op, dtype=dtype, shape=shape, impl=impl, variant=None, median_ms=ours_ms * rms_ratio)
+    for dtype in ("bfloat16", "float16"):
+        for shape in check_targets.LINEAR_SHAPES:
+            base = {"dtype": dtype, "shape": list(shape), "variant": None}
+            add(**base, op="linear", impl="ours", median_ms=1.0, correct=True)
+            add(**base, op="linear_gelu", impl="ours", median_ms=1.0 + linear_cost, correct=True)
+            add(**base, op="linear_gelu", impl="torch", median_ms=(1.0 + linear_cost) * linear_ratio)
     return rows
 
 
@@ -371,3 +381,11 @@ def test_rms_norm_targets():
     assert "rms_norm float32 4096x1024 vs torch" not in missed, missed  # no eager target at the smallest shape
     missed = misses(records(rms_pct=89.0, rms_ratio=0.99))
     assert len(missed) == 2 * 4 * 4 + 2 * 3, missed
+
+
+def test_linear_targets():
+    assert not misses(records(linear_cost=0.029, linear_ratio=1.051))
+    missed = misses(records(linear_cost=0.031))
+    assert len(missed) == 2 * 8 and all(name.endswith("epilogue cost") for name in missed), missed
+    missed = misses(records(linear_ratio=1.049))  # only at M >= 1024: 6 shapes a dtype
+    assert len(missed) == 2 * 6 and all(name.startswith("linear_gelu ") for name in missed), missed

@@ -58,6 +58,7 @@ ALLOWED_WRITES = {
     ("cuda_kernels/tools/bench/report.py", "plot_records"): "--plot PATH given by the user",
     ("scripts/tune_matmul.py", "main"): "--json PATH given by the user",
     ("scripts/sass_diff.py", "main"): "the OUT path of `dump` given on the command line",
+    ("scripts/linear_epilogue.py", "main"): "the JSON path given on the command line",
 }
 # Calls that write, by qualified name (module.function) or by method name on any object.
 WRITE_FUNCTIONS = {

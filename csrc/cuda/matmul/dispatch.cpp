@@ -5,7 +5,8 @@
 //    special cases (tf32_wgmma.cu, matvec.cu, fp64_dmma.cu). Each row says what the kernel needs.
 //  - pick_kernel: what variant=0 runs for a dtype, shape and GPU, and why.
 //  - matmul_cuda: the op's CUDA function (checks, device guard, output), which turns the tensors into the launchers'
-//    raw-pointer Args (args.h) and calls one.
+//    raw-pointer Args (args.h) and calls one; linear_cuda, the same for x @ weight.T with bias and activation (fused
+//    by kernels with kFusedEpilogue, else applied by csrc/cuda/matmul/epilogue.cu).
 //  - the answers to the Python package's questions (csrc/api.cpp registers them as private ops): the kernels,
 //    which one runs here and why (cuda_kernels.build_info(), the doctor, the tests), and the tuning knobs.
 // It holds no kernel, so the host compiler alone builds it, once; the kernel files include no torch header.

@@ -29,6 +29,9 @@
 // load and multiply, nothing goes through global memory, one launch.
 // Everything else (producer warpgroup, mbarrier ring, setmaxnreg, persistent grouped order, B multicast in
 // 2-CTA clusters for the wider tiles, TMA store, direct stores when N % 8 != 0) is step 11's.
+// linear's epilogue (Epilogue: bias and an activation, csrc/epilogue.h) is applied to the fp32 accumulators in every
+// store path, so cuda_kernels.linear rounds once; it costs the tensor cores the time both consumers spend on it
+// (docs/matmul.md, "torch.matmul's shapes and linear").
 #pragma once
 
 #include <algorithm>
