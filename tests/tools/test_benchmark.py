@@ -831,3 +831,18 @@ def test_failing_torch_compile_is_noted_not_failed(tmp_path, monkeypatch, capsys
     assert "FAILED (torch's)" in printed and "torch.compile failed, not timed: raised RuntimeError" in printed
     rows = {r["impl"]: r for r in json.loads(out.read_text())["records"] if r["op"] == "rms_norm"}
     assert rows["torch.compile"]["correct"] is False and rows["ours"]["correct"] is True
+
+
+def test_llama_prefill_times_the_example_on_the_cpu(tmp_path):
+    """--op llama_prefill: examples/llama.py's tiny decoder, torch's layers against ours from one state dict, checked
+    (logits) and timed; not part of --op all."""
+    out = tmp_path / "llama.json"
+    code = cli.main(["--op", "llama_prefill", "--dtype", "float32", "--quick", "--json", str(out), *CPU])
+    records = json.loads(out.read_text())["records"]
+    assert code == 0
+    assert {(r["impl"], tuple(r["shape"])) for r in records} == {("torch", (2, 32)), ("ours", (2, 32))}
+    ours = next(r for r in records if r["impl"] == "ours")
+    assert ours["correct"] is True and ours["speedup"] > 0
+    assert "llama_prefill" not in {
+        c.op for c in cli.select_cases(cli.build_parser().parse_args([]), torch.device("cpu"))
+    }

@@ -95,7 +95,8 @@ def add_metrics(records: list[dict[str, Any]], peaks: Peaks | None) -> None:
             itemsize = DTYPES[r["dtype"]].itemsize
             rate = op.bytes_moved(shape, itemsize) / r["median_ms"]
             roof_rate = OPS[roof["op"]].bytes_moved(shape, itemsize) / roof["median_ms"]
-            r["pct_roofline"] = 100 * rate / roof_rate
+            if roof_rate > 0:  # an entry that counts no bytes (llama_prefill) has no rate to compare
+                r["pct_roofline"] = 100 * rate / roof_rate
         if n_flops is not None:
             peak = peak_tflops(peaks, DTYPES[r["dtype"]], math_mode)
             r["pct_peak"] = 100 * r["tflops"] / peak if peak else None

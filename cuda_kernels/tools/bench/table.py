@@ -772,6 +772,89 @@ RMS_NORM_OPS = rowwise(
 
 
 # ---------------------------------------------------------------------------------------------------------
+# End to end: examples/llama.py's prefill (a Llama-style decoder), torch's layers ("torch") against ours
+# (cuda_kernels.Linear with swiglu, cuda_kernels.rms_norm; "ours"), the same weights. Shape: batch x tokens. The
+# example's default config on CUDA, its tiny one on the CPU. Run it with --op llama_prefill (not in --op all: it
+# builds two models per dtype); it needs a checkout (examples/ is not part of the package).
+
+_LLAMA_MODELS: dict[tuple[torch.dtype, str], tuple[Any, Any, Any]] = {}  # (dtype, device) -> (example, torch, ours)
+
+
+def _llama(dtype: torch.dtype, device: torch.device) -> tuple[Any, Any, Any]:
+    """examples/llama.py (loaded by path) and its two models for dtype on device, built once per process."""
+    key = (dtype, str(device))
+    if key not in _LLAMA_MODELS:
+        import importlib.util
+        import pathlib
+        import sys
+
+        path = pathlib.Path(cuda_kernels.__file__).resolve().parent.parent / "examples" / "llama.py"
+        if not path.exists():
+            raise RuntimeError(f"llama_prefill needs examples/llama.py from a checkout; {path} does not exist")
+        module = sys.modules.get("examples_llama")
+        if module is None:
+            spec = importlib.util.spec_from_file_location("examples_llama", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["examples_llama"] = module  # dataclasses look their module up there
+            spec.loader.exec_module(module)
+        config = module.LlamaConfig.tiny() if device.type == "cpu" else module.LlamaConfig()
+        torch_model = module.build_model(config, "torch", device, dtype).eval()
+        ours = module.build_model(config, "ours", device, dtype).eval()
+        ours.load_state_dict(torch_model.state_dict())
+        _LLAMA_MODELS[key] = (module, torch_model, ours)
+    return _LLAMA_MODELS[key]
+
+
+def llama_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> list[Tensor]:
+    """[tokens (batch, seq), an empty tensor of the case's dtype on its device (which models the calls use)]."""
+    _, torch_model, _ = _llama(dtype, device)
+    batch, seq = shape
+    tokens = torch.randint(0, torch_model.config.vocab_size, (batch, seq), generator=gen, device=device)
+    return [tokens, torch.empty(0, dtype=dtype, device=device)]
+
+
+def _llama_forward(inputs: list[Tensor], which: int) -> Callable[[], Tensor]:
+    """The prefill of model `which` (1: torch's layers, 2: ours) on the case's tokens, without autograd."""
+    tokens, like = inputs
+    model = _llama(like.dtype, like.device)[which]
+
+    def call() -> Tensor:
+        with torch.no_grad():
+            return model(tokens)
+
+    return call
+
+
+def _check_llama(inputs: list[Tensor], out: Tensor, math_mode: str | None) -> tuple[bool, str]:
+    """Our logits against torch's layers' on the same weights, as the norm of the difference relative to theirs:
+    float32 differs in the order of additions only; 16-bit types round differently (ours once per fused op)."""
+    theirs = _llama_forward(inputs, 1)().double()
+    rel = ((out.double() - theirs).norm() / theirs.norm()).item()
+    bound = 1e-4 if out.dtype in (torch.float32, torch.float64) else 3e-2
+    return (
+        rel <= bound,
+        "" if rel <= bound else f"logits differ from torch's layers' by {rel:.3g} (norm; bound {bound})",
+    )
+
+
+LLAMA_PREFILL = BenchOp(
+    name="llama_prefill",
+    make_inputs=llama_inputs,
+    ours=lambda inputs, variant: _llama_forward(inputs, 2),
+    torch=lambda inputs: _llama_forward(inputs, 1),
+    check=_check_llama,
+    bytes_moved=lambda shape, itemsize: 0,
+    flops=lambda shape: None,
+    parse_size=parse_rows,
+    format_shape=lambda shape: f"{shape[0]}x{shape[1]}",
+    sweep=Sweep(
+        default=[(8, 1024)], quick=[(8, 1024)], cpu=[(2, 32)], cpu_quick=[(2, 32)], iters=(8, 1024), cpu_iters=(2, 32)
+    ),  # fmt: skip
+    in_all=False,
+)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # The table, in the order a run goes through it
 
 OPS_IN_ORDER: tuple[BenchOp, ...] = (
@@ -781,6 +864,7 @@ OPS_IN_ORDER: tuple[BenchOp, ...] = (
     LINEAR_GELU,
     LINEAR,
     *RMS_NORM_OPS,
+    LLAMA_PREFILL,
     # python -m cuda_kernels.new adds new ops above this line
 )
 OPS: dict[str, BenchOp] = {op.name: op for op in OPS_IN_ORDER}
