@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--host",
         action="store_true",
-        help="time the host cost per call on tiny inputs instead (square and matmul against torch, CPU and CUDA, "
+        help="time the host cost per call on tiny inputs instead (square, matmul and linear against torch, CPU and CUDA, "
         "with and without requires_grad; cuda_kernels/tools/bench/host.py); --json writes {env, host}",
     )
     return parser

@@ -45,6 +45,7 @@ def _cases(device: str, dtype: torch.dtype, grad: bool) -> list[tuple[str, Calla
     return [
         ("square", lambda: cuda_kernels.square(x), lambda: torch.square(x)),
         ("matmul", lambda: cuda_kernels.matmul(x, y), lambda: torch.mm(x, y)),
+        ("linear", lambda: cuda_kernels.linear(x, y), lambda: torch.nn.functional.linear(x, y)),
     ]
 
 
