@@ -19,6 +19,8 @@ import cuda_kernels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "llama.py")
+if not os.path.exists(EXAMPLE):  # the tests copied away from a checkout (CI's wheel check under another torch)
+    pytest.skip(f"{EXAMPLE} is not here: the example lives in a checkout", allow_module_level=True)
 
 
 def load_example():
