@@ -42,6 +42,11 @@ Targets:
                     >= 1/1.03); and at M >= 1024 ours at least 1.05x torch's F.gelu(F.linear(x, w, b)) (the
                     linear_gelu "torch" row).
 
+  model shapes      (issue 40) `matmul_models` (x @ weight.T, ours linear against F.linear / cuBLAS), over every shape
+                    of its corpus (the benchmark table's CORPUS_SHAPES: model layers at 1 to 16384 tokens and the
+                    awkward classes): bfloat16 and float16 every shape >= 0.90x and the geometric mean >= 1.00x;
+                    float32 (TF32 off) every shape >= 0.90x. One line each, naming the worst shape.
+
 A run on the CPU (env.device "cpu") has targets of its own:
   matmul vs torch   float32, the CPU kernel vs torch.mm (MKL or OpenBLAS): >= 0.50x at 512^3 and 1024^3.
 
@@ -54,9 +59,12 @@ reference), for the reader to judge how close a ratio is to noise; it does not c
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 SQUARE_COPY_DTYPES = ("float32", "bfloat16")
@@ -87,10 +95,10 @@ RMS_NORM_SHAPES = ((8192, 4096), (32768, 8192), (4096, 1024), (65536, 256))
 RMS_NORM_EAGER_SHAPES = ((8192, 4096), (32768, 8192), (65536, 256))  # the three larger
 RMS_NORM_FORWARD_MIN_PCT, RMS_NORM_BACKWARD_MIN_PCT = 95.0, 90.0
 RMS_NORM_COMPILE_MIN_RATIO, RMS_NORM_EAGER_MIN_RATIO = 1.00, 1.25
+CORPUS_MIN_RATIO = 0.90  # every shape, each dtype of CORPUS_DTYPES
+CORPUS_MIN_GEOMEAN = {"bfloat16": 1.00, "float16": 1.00}  # the 16-bit dtypes' geometric mean over the corpus
+CORPUS_DTYPES = ("bfloat16", "float16", "float32")
 LINEAR_DTYPES = ("bfloat16", "float16")
-# M x N x K, as cuda_kernels/tools/bench/table.py's LINEAR_SHAPES (the vs-torch target from M = 1024 up).
-LINEAR_SHAPES = ((1024, 4096, 4096), (4096, 4096, 4096), (8192, 11008, 4096), (8192, 4096, 11008),
-                 (4096, 14336, 4096), (2048, 2048, 2048), (256, 4096, 4096), (16, 4096, 4096))  # fmt: skip
 LINEAR_MAX_EPILOGUE_COST = 0.03  # linear_gelu's time at most 1.03x linear's
 LINEAR_MIN_RATIO = 1.05  # vs F.gelu(F.linear(x, w, b)) at M >= LINEAR_RATIO_MIN_M
 LINEAR_RATIO_MIN_M = 1024
@@ -287,7 +295,48 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
                 results.append((cost <= LINEAR_MAX_EPILOGUE_COST, text))
             if shape[0] >= LINEAR_RATIO_MIN_M:
                 rms_norm_vs("linear_gelu", dtype, shape, "torch", LINEAR_MIN_RATIO)
+
+    for dtype in CORPUS_DTYPES:
+        ratios = {}
+        for shape in corpus_shapes():
+            ours, ref = row("matmul_models", dtype, shape, "ours"), row("matmul_models", dtype, shape, "torch")
+            if ours and ref:
+                ratios[shape] = ref["median_ms"] / ours["median_ms"]
+        lacking = len(corpus_shapes()) - len(ratios)
+        name = f"matmul_models {dtype} every shape vs torch"
+        if lacking:
+            results.append((False, f"{name}: missing ({lacking} of {len(corpus_shapes())} shapes without a ratio)"))
+        else:
+            worst = min(ratios, key=ratios.get)
+            text = f"{name}: min {ratios[worst]:.3f}x at {'x'.join(map(str, worst))} (target >= {CORPUS_MIN_RATIO:.2f})"
+            results.append((ratios[worst] >= CORPUS_MIN_RATIO, text))
+        if dtype in CORPUS_MIN_GEOMEAN:
+            name = f"matmul_models {dtype} geomean vs torch"
+            target = CORPUS_MIN_GEOMEAN[dtype]
+            if lacking:
+                results.append((False, f"{name}: missing ({lacking} of {len(corpus_shapes())} shapes without a ratio)"))
+            else:
+                geomean = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+                results.append((geomean >= target, f"{name}: {geomean:.3f}x (target >= {target:.2f})"))
     return results
+
+
+def _load_corpus() -> ModuleType:
+    """cuda_kernels/tools/bench/corpus.py, by path: importing it through the package would load the extension."""
+    path = Path(__file__).resolve().parent.parent / "cuda_kernels" / "tools" / "bench" / "corpus.py"
+    spec = importlib.util.spec_from_file_location("_bench_corpus", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_CORPUS = _load_corpus()
+LINEAR_SHAPES = [tuple(s) for s in _CORPUS.LINEAR_SHAPES]  # the linear entries' shapes
+
+
+def corpus_shapes() -> list[tuple[int, ...]]:
+    """The matmul_models entry's shapes (CORPUS_SHAPES)."""
+    return [tuple(s) for s in _CORPUS.CORPUS_SHAPES]
 
 
 def main(path: str) -> int:

@@ -33,7 +33,7 @@ SIZES = range(12, 29)
 # 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32, 3 dtypes x 3 skinny shapes, 4 dtypes' skinny
 # bandwidth, 2 dtypes x 2 small shapes, 2 float64 shapes, rms_norm: 2 dtypes x 4 shapes x (forward and backward vs
 # copy and vs torch.compile) + 2 dtypes x 3 shapes vs eager.
-N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 4 + 2 * 2 + 2 + 2 * 4 * 4 + 2 * 3 + 2 * (8 + 6)
+N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 4 + 2 * 2 + 2 + 2 * 4 * 4 + 2 * 3 + 2 * (8 + 6) + 5
 RMS_SHAPES = ([8192, 4096], [32768, 8192], [4096, 1024], [65536, 256])
 SKINNY_SHAPES = ([1, 4096, 4096], [16, 4096, 4096], [4096, 1, 4096])
 BANDWIDTH_SHAPE = [1, 16384, 16384]
@@ -60,6 +60,7 @@ def records(
     rms_ratio: float = 1.3,
     linear_cost: float = 0.02,
     linear_ratio: float = 1.1,
+    corpus_ratio: float | dict[tuple[str, tuple[int, ...]], float] = 1.05,
 ) -> list[dict]:
     """Synthetic rows for every target case. torch's square and the copy take 1 ms; ours takes 1 / ratio ms, the
     ratio being square_ratio (one number, or per (dtype, log2 size) with 1.0 for the rest) vs torch and copy_ratio
@@ -73,7 +74,8 @@ def records(
     1.10x). rms_norm (bfloat16, float32, RMS_SHAPES): the copies take 1 ms, ours forward and backward move their
     bytes at rms_pct percent of the copy's rate, torch and torch.compile take rms_ratio times ours. linear
     (bfloat16, float16, check_targets.LINEAR_SHAPES): ours without epilogue takes 1 ms, with bias and GELU 1 +
-    linear_cost ms, torch's F.gelu(F.linear) linear_ratio times that."""
+    linear_cost ms, torch's F.gelu(F.linear) linear_ratio times that. matmul_models (bfloat16, float16, float32,
+    every corpus shape): torch takes 1 ms, ours 1 / corpus_ratio (one number, or per (dtype, shape), 1.05 else)."""
     rows = []
 
     def add(**row) -> None:
@@ -147,6 +149,12 @@ def records(
             add(**base, op="linear", impl="ours", median_ms=1.0, correct=True)
             add(**base, op="linear_gelu", impl="ours", median_ms=1.0 + linear_cost, correct=True)
             add(**base, op="linear_gelu", impl="torch", median_ms=(1.0 + linear_cost) * linear_ratio)
+    for dtype in ("bfloat16", "float16", "float32"):
+        for shape in check_targets.corpus_shapes():
+            ratio = corpus_ratio if isinstance(corpus_ratio, float) else corpus_ratio.get((dtype, shape), 1.05)
+            base = {"op": "matmul_models", "dtype": dtype, "shape": list(shape), "variant": None}
+            add(**base, impl="torch", median_ms=1.0)
+            add(**base, impl="ours", median_ms=1.0 / ratio, correct=True)
     return rows
 
 
@@ -389,3 +397,15 @@ def test_linear_targets():
     assert len(missed) == 2 * 8 and all(name.endswith("epilogue cost") for name in missed), missed
     missed = misses(records(linear_ratio=1.049))  # only at M >= 1024: 6 shapes a dtype
     assert len(missed) == 2 * 6 and all(name.startswith("linear_gelu ") for name in missed), missed
+
+
+def test_model_shape_corpus_targets():
+    worst = (2048, 4096, 4096)
+    assert not misses(records(corpus_ratio={("float16", worst): 0.901}))
+    missed = misses(records(corpus_ratio={("bfloat16", worst): 0.89}))  # one shape: the min misses, the mean holds
+    assert missed == ["matmul_models bfloat16 every shape vs torch"], missed
+    assert "at 2048x4096x4096" in texts(records(corpus_ratio={("bfloat16", worst): 0.89}))[missed[0]]
+    missed = misses(records(corpus_ratio=0.95))  # every shape above 0.90x, the 16-bit means below 1.00x
+    assert sorted(missed) == ["matmul_models bfloat16 geomean vs torch", "matmul_models float16 geomean vs torch"]
+    rows = [r for r in records() if not (r["op"] == "matmul_models" and r["shape"] == [1, 1024, 1048576])]
+    assert len([name for name in misses(rows) if name.startswith("matmul_models")]) == 5  # a shape missing: all miss

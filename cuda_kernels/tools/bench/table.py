@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import cuda_kernels
+from cuda_kernels.tools.bench.corpus import AWKWARD_SHAPES, CORPUS_SHAPES, LINEAR_SHAPES
 from cuda_kernels.tools.testing import check_matmul, matmul_error_bound, tf32_matmul_error_bound
 
 Shape = tuple[int, ...]
@@ -510,18 +511,6 @@ MATMUL = BenchOp(
 # same shapes: linear_gelu (bias and GELU: ours fused, torch's F.gelu(F.linear(...)) and its torch.compile) and
 # linear (no bias or activation, against F.linear), so that one run gives the epilogue's cost (ours across the two).
 
-# (M, N, K): tokens x out_features x in_features of Llama-style layers (hidden 4096, MLP 11008 / 14336), and a
-# decode-sized batch.
-LINEAR_SHAPES: list[Shape] = [
-    (1024, 4096, 4096),
-    (4096, 4096, 4096),
-    (8192, 11008, 4096),
-    (8192, 4096, 11008),
-    (4096, 14336, 4096),
-    (2048, 2048, 2048),
-    (256, 4096, 4096),
-    (16, 4096, 4096),
-]
 LINEAR_QUICK_SHAPES: list[Shape] = [(1024, 4096, 4096), (4096, 4096, 4096)]
 LINEAR_CPU_SHAPES: list[Shape] = [(256, 512, 512), (64, 1024, 1024)]
 
@@ -557,7 +546,9 @@ def _check_linear(inputs: list[Tensor], out: Tensor, gelu: bool, tf32: bool) -> 
     )
 
 
-def linear_entry(name: str, gelu: bool) -> BenchOp:
+def linear_entry(
+    name: str, gelu: bool, sweep: Sweep | None = None, in_all: bool = True, compiled: bool = True
+) -> BenchOp:
     def ours(inputs: list[Tensor], variant: int) -> Callable[[], Tensor]:
         x, w, b = inputs
         if gelu:
@@ -579,7 +570,8 @@ def linear_entry(name: str, gelu: bool) -> BenchOp:
         flops=lambda shape: 2 * math.prod(shape),
         parse_size=parse_matmul_size,
         format_shape=lambda shape: "x".join(str(d) for d in shape),
-        sweep=Sweep(
+        sweep=sweep
+        or Sweep(
             default=LINEAR_SHAPES,
             quick=LINEAR_QUICK_SHAPES,
             cpu=LINEAR_CPU_SHAPES,
@@ -587,12 +579,29 @@ def linear_entry(name: str, gelu: bool) -> BenchOp:
             iters=(4096, 4096, 4096),
             cpu_iters=LINEAR_CPU_SHAPES[0],
         ),
-        compiled=lambda inputs: functools.partial(_compiled(reference), *inputs),
+        in_all=in_all,
+        compiled=(lambda inputs: functools.partial(_compiled(reference), *inputs)) if compiled else None,
     )
 
 
 LINEAR_GELU = linear_entry("linear_gelu", gelu=True)
 LINEAR = linear_entry("linear", gelu=False)
+# The corpus, x @ weight.T without bias against F.linear (cuBLAS), every shape: `--op matmul_models` (not in all: 143
+# shapes). --quick takes the 2048-token rows of the models and the awkward shapes; the CPU, a few small shapes.
+MATMUL_MODELS = linear_entry(
+    "matmul_models",
+    gelu=False,
+    sweep=Sweep(
+        default=CORPUS_SHAPES,
+        quick=[s for s in CORPUS_SHAPES if s[0] == 2048] + AWKWARD_SHAPES,
+        cpu=[(m, n, k) for (m, n, k) in CORPUS_SHAPES if n == 768 and k == 768 and m <= 256],
+        cpu_quick=[(16, 768, 768)],
+        iters=(2048, 4096, 4096),
+        cpu_iters=(16, 768, 768),
+    ),
+    in_all=False,
+    compiled=False,
+)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -863,6 +872,7 @@ OPS_IN_ORDER: tuple[BenchOp, ...] = (
     MATMUL,
     LINEAR_GELU,
     LINEAR,
+    MATMUL_MODELS,
     *RMS_NORM_OPS,
     LLAMA_PREFILL,
     # python -m cuda_kernels.new adds new ops above this line
