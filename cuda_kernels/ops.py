@@ -493,9 +493,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
             ``silu(x @ gate.T + b_gate) * (x @ up.T + b_up)``.
     Returns:
         (..., N), or (..., N / 2) for swiglu; x's dtype, contiguous. Computed in float32 (float64 for float64) and
-        rounded once. On CUDA, the tensor-core kernel (12_hopper_gemm) applies bias and activation as it stores its
-        tiles; other kernels, and swiglu's gating, take a pass of their own. float32 runs as TF32 where torch allows
-        it (torch.backends.cuda.matmul.allow_tf32), as F.linear does.
+        rounded once on the CPU and where CUDA fuses the epilogue: the tensor-core kernel (12_hopper_gemm) applies
+        bias and activation as it stores its tiles. Other CUDA kernels (M or N <= 16, GPUs before Hopper) and
+        swiglu's gating take a pass of their own, which reads z rounded to a 16-bit dtype first, as torch's chain
+        does. float32 runs as TF32 where torch allows it (torch.backends.cuda.matmul.allow_tf32), as F.linear does.
         Differentiable in x, weight and bias. When gradients are recorded with an activation, the activation runs as
         torch ops on the saved pre-activation (so the backward needs no second matmul): only the bias is fused then.
     """
