@@ -7,6 +7,7 @@
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -54,6 +55,13 @@ inline std::optional<RowView> row_view(const torch::stable::Tensor& x) {
   return v;
 }
 
+// Items per parallel task of a CPU loop whose items (rows, or columns) touch `per_item` elements each: about torch's
+// grain (at::internal::GRAIN_SIZE) of elements a task, at least one item.
+inline int64_t parallel_grain(int64_t per_item) {
+  constexpr int64_t kGrainElements = 32768;
+  return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(per_item, 1));
+}
+
 // x itself when row_view reads it in place, else its contiguous copy; `view` gets its rows.
 inline torch::stable::Tensor as_rows(const torch::stable::Tensor& x, RowView& view) {
   if (const auto v = row_view(x)) {
@@ -80,11 +88,6 @@ inline double default_eps(torch::headeronly::ScalarType dtype) {
   }
 }
 
-// weight as the kernels read it: contiguous (itself when it is), or none.
-inline std::optional<torch::stable::Tensor> contiguous_weight(const std::optional<torch::stable::Tensor>& weight) {
-  return weight ? std::optional<torch::stable::Tensor>(torch::stable::contiguous(*weight)) : std::nullopt;
-}
-
 // The host side every row-wise forward y = f(x, weight) shares, on the CPU and on CUDA (whose function takes its
 // device guard and stream first): a contiguous y of x's shape, nothing more for an empty x, x's rows (a copy only
 // when they cannot be read in place), a contiguous weight, the dtype switch, then
@@ -96,7 +99,7 @@ torch::stable::Tensor rowwise_forward(const torch::stable::Tensor& x_in,
   if (x_in.numel() == 0) return y;
   RowView rows;
   const torch::stable::Tensor x = as_rows(x_in, rows);
-  const std::optional<torch::stable::Tensor> w = contiguous_weight(weight);
+  const std::optional<torch::stable::Tensor> w = contiguous_or_none(weight);
   cpu::dispatch_float(x.scalar_type(), [&](auto t) {
     using T = decltype(t);
     f(x.const_data_ptr<T>(), w ? w->const_data_ptr<T>() : nullptr, y.mutable_data_ptr<T>(), rows);
@@ -127,7 +130,7 @@ std::tuple<torch::stable::Tensor, torch::stable::Tensor> rowwise_backward(
     g = torch::stable::contiguous(grad);
     rows = *row_view(x);
   }
-  const std::optional<torch::stable::Tensor> w = contiguous_weight(weight);
+  const std::optional<torch::stable::Tensor> w = contiguous_or_none(weight);
   cpu::dispatch_float(x.scalar_type(), [&](auto t) {
     using T = decltype(t);
     f(g.const_data_ptr<T>(), x.const_data_ptr<T>(), w ? w->const_data_ptr<T>() : nullptr, dx.mutable_data_ptr<T>(),

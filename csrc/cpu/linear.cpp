@@ -6,24 +6,19 @@
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Half.h>
 
-#include <algorithm>
 #include <optional>
 #include <string>
-#include <type_traits>
 
 #include "checks.h"
 #include "cpu/kernel_api.h"
+#include "cuda/opmath.h"
 #include "ops.h"
+#include "rowwise.h"  // parallel_grain
 
 namespace cuda_kernels {
 namespace {
 
-constexpr int64_t kGrainElements = 32768;  // elements per parallel task, as torch's grain
-
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-// out (M x cols, contiguous, T) from z (M x N, contiguous, A = acc_t<T>) and bias (N of T, or nullptr): the
+// out (M x cols, contiguous, T) from z (M x N, contiguous, A = opmath_type<T>) and bias (N of T, or nullptr): the
 // elementwise activation (cols = N), or swiglu (cols = N / 2).
 template <typename T, typename A>
 void epilogue(const A* z, int64_t M, int64_t N, const T* bias, Activation act, T* out) {
@@ -31,17 +26,16 @@ void epilogue(const A* z, int64_t M, int64_t N, const T* bias, Activation act, T
   const int64_t cols = swiglu ? N / 2 : N;
   const auto b = [&](int64_t n) { return bias != nullptr ? static_cast<A>(bias[n]) : A(0); };
   with_activation(act, [&](auto a) {
-    torch::stable::parallel_for(
-        0, M, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(N, 1)), [&](int64_t begin, int64_t end) {
-          for (int64_t m = begin; m < end; ++m) {
-            const A* zr = z + m * N;
-            T* outr = out + m * cols;
-            for (int64_t n = 0; n < cols; ++n) {
-              outr[n] = static_cast<T>(swiglu ? activate<Activation::kSilu>(zr[n] + b(n)) * (zr[n + cols] + b(n + cols))
-                                              : activate<a.value>(zr[n] + b(n)));
-            }
-          }
-        });
+    torch::stable::parallel_for(0, M, parallel_grain(N), [&](int64_t begin, int64_t end) {
+      for (int64_t m = begin; m < end; ++m) {
+        const A* zr = z + m * N;
+        T* outr = out + m * cols;
+        for (int64_t n = 0; n < cols; ++n) {
+          outr[n] = static_cast<T>(swiglu ? activate<Activation::kSilu>(zr[n] + b(n)) * (zr[n + cols] + b(n + cols))
+                                          : activate<a.value>(zr[n] + b(n)));
+        }
+      }
+    });
   });
 }
 
@@ -68,7 +62,7 @@ Tensor linear_cpu(const Tensor& x, const Tensor& weight, const OptTensor& bias_i
   const std::optional<Tensor> bias = contiguous_or_none(bias_in);
   cpu::dispatch_float(dtype, [&](auto t) {
     using T = decltype(t);
-    using A = acc_t<T>;
+    using A = opmath_type<T>;
     epilogue<T, A>(z.const_data_ptr<A>(), M, N, data_or_null<T>(bias), call.act, out.mutable_data_ptr<T>());
   });
   return out;

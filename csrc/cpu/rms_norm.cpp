@@ -5,46 +5,35 @@
 #include <torch/headeronly/util/BFloat16.h>
 #include <torch/headeronly/util/Half.h>
 
-#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include "checks.h"
+#include "cuda/opmath.h"
 #include "ops.h"
 #include "rowwise.h"
 
 namespace cuda_kernels {
 namespace {
 
-// Elements per parallel task, as torch's grain (at::internal::GRAIN_SIZE): rows are grouped to about this size.
-constexpr int64_t kGrainElements = 32768;
-
-template <typename T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-int64_t row_grain(int64_t n) {
-  return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(n, 1));
-}
-
 // 1 / sqrt(mean(row^2) + eps). The sum is kept in double: a sequential float sum over a long row drifts by about
 // sqrt(n) float32 ulps (the CUDA kernels sum in a tree, which does not).
 template <typename T>
-acc_t<T> inv_rms(const T* row, int64_t n, acc_t<T> eps) {
+opmath_type<T> inv_rms(const T* row, int64_t n, opmath_type<T> eps) {
   double sum_sq = 0;
   for (int64_t j = 0; j < n; ++j) {
-    const double v = static_cast<double>(static_cast<acc_t<T>>(row[j]));
+    const double v = static_cast<double>(static_cast<opmath_type<T>>(row[j]));
     sum_sq += v * v;
   }
-  return static_cast<acc_t<T>>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + static_cast<double>(eps)));
+  return static_cast<opmath_type<T>>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + static_cast<double>(eps)));
 }
 
 template <typename T>
 void forward(const T* x, const T* w, T* y, const RowView& rows, double eps) {
-  using A = acc_t<T>;
-  torch::stable::parallel_for(0, rows.rows, row_grain(rows.n), [&](int64_t begin, int64_t end) {
+  using A = opmath_type<T>;
+  torch::stable::parallel_for(0, rows.rows, parallel_grain(rows.n), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* xr = x + i * rows.stride;
       T* yr = y + i * rows.n;
@@ -62,10 +51,10 @@ void forward(const T* x, const T* w, T* y, const RowView& rows, double eps) {
 // thread count), from the rows' rsqrt kept in `inv`.
 template <typename T>
 void backward(const T* dy, const T* x, const T* w, T* dx, T* dw, const RowView& rows, double eps) {
-  using A = acc_t<T>;
+  using A = opmath_type<T>;
   std::vector<A> inv(rows.rows);
   const A n = static_cast<A>(rows.n);
-  torch::stable::parallel_for(0, rows.rows, row_grain(rows.n), [&](int64_t begin, int64_t end) {
+  torch::stable::parallel_for(0, rows.rows, parallel_grain(rows.n), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const T* xr = x + i * rows.stride;
       const T* gr = dy + i * rows.stride;
@@ -85,17 +74,16 @@ void backward(const T* dy, const T* x, const T* w, T* dx, T* dw, const RowView& 
     }
   });
   if (w == nullptr) return;
-  torch::stable::parallel_for(0, rows.n, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(rows.rows, 1)),
-                              [&](int64_t begin, int64_t end) {
-                                for (int64_t j = begin; j < end; ++j) {
-                                  double sum = 0;
-                                  for (int64_t i = 0; i < rows.rows; ++i) {
-                                    sum += static_cast<double>(static_cast<A>(dy[i * rows.stride + j]) *
-                                                               static_cast<A>(x[i * rows.stride + j]) * inv[i]);
-                                  }
-                                  dw[j] = static_cast<T>(sum);
-                                }
-                              });
+  torch::stable::parallel_for(0, rows.n, parallel_grain(rows.rows), [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; i < rows.rows; ++i) {
+        sum += static_cast<double>(static_cast<A>(dy[i * rows.stride + j]) * static_cast<A>(x[i * rows.stride + j]) *
+                                   inv[i]);
+      }
+      dw[j] = static_cast<T>(sum);
+    }
+  });
 }
 
 }  // namespace

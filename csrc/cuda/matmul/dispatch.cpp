@@ -421,8 +421,7 @@ Tensor linear_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias_
   if (K == 0) {
     torch::stable::zero_(z);  // an empty sum is 0; the epilogue below still applies
   } else {
-    const int64_t shape[2] = {M, N};
-    const Kernel& kernel = pick_kernel(x.scalar_type(), gpu, tf32, shape, nullptr);
+    const Kernel& kernel = pick_kernel(x.scalar_type(), gpu, tf32, z_shape, nullptr);
     // x as (M, K): a view when its leading dims fold into one; weight.T as (K, N), a view (K-major B).
     const int64_t x_shape[2] = {M, K};
     const Tensor a = torch::stable::reshape(x, x_shape);
