@@ -512,10 +512,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
         if activation == "swiglu":  # the halves are split below, after the op's own checks: check N here
             n = weight.shape[0] if weight is not None and weight.dim() == 2 else 0
             if n % 2 != 0:
-                raise RuntimeError(
-                    "cuda_kernels.linear: swiglu needs an even out_features (the gate rows, then the up rows of "
-                    f"weight), got {n}"
-                )
+                raise RuntimeError(_odd_swiglu(n))
         return _activation_forward(_LINEAR(x, weight, bias, None, tf32), activation)
     if _DUMP_DIR is None:
         return _LINEAR(x, weight, bias, activation, tf32)
@@ -544,10 +541,7 @@ class Linear(torch.nn.Linear):
         if activation is not None:
             _check_activation(activation)
         if activation == "swiglu" and out_features % 2 != 0:
-            raise ValueError(
-                f"cuda_kernels.linear: swiglu needs an even out_features (the gate rows, then the up rows of weight), "
-                f"got {out_features}"
-            )
+            raise ValueError(_odd_swiglu(out_features))
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.activation = activation
 
@@ -560,10 +554,21 @@ class Linear(torch.nn.Linear):
 
 def _check_activation(activation: str | None) -> None:
     if activation is not None and activation not in ACTIVATIONS:
-        raise ValueError(
-            f"cuda_kernels.linear: unknown activation {activation!r}; use None, 'relu', 'gelu', 'gelu_tanh', 'silu' "
-            "or 'swiglu'"
-        )
+        raise ValueError(_unknown_activation(activation))
+
+
+# linear's error messages, as csrc/checks.h words them (parse_activation, check_linear_inputs).
+def _unknown_activation(activation: str) -> str:
+    return (
+        f"cuda_kernels.linear: unknown activation {activation!r}; use None, 'relu', 'gelu', 'gelu_tanh', 'silu' or "
+        "'swiglu'"
+    )
+
+
+def _odd_swiglu(n: int) -> str:
+    return (
+        f"cuda_kernels.linear: swiglu needs an even out_features (the gate rows, then the up rows of weight), got {n}"
+    )
 
 
 def _activation_forward(z: Tensor, activation: str) -> Tensor:
@@ -599,7 +604,7 @@ def _linear_fake(
     op = "cuda_kernels.linear"
     torch._check(
         activation is None or activation in ACTIVATIONS,
-        lambda: f"{op}: unknown activation {activation!r}; use None, 'relu', 'gelu', 'gelu_tanh', 'silu' or 'swiglu'",
+        lambda: _unknown_activation(activation),
     )
     _check_float(op, "x", x)
     torch._check(x.dim() >= 1, lambda: f"{op}: x must have at least 1 dimension (..., in_features), got a 0-d tensor")
@@ -628,7 +633,7 @@ def _linear_fake(
     if activation == "swiglu":
         torch._check(
             n % 2 == 0,
-            lambda: f"{op}: swiglu needs an even out_features (the gate rows, then the up rows of weight), got {n}",
+            lambda: _odd_swiglu(n),
         )
         n = n // 2
     shape = (*x.shape[:-1], n)

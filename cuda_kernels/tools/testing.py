@@ -101,15 +101,21 @@ def check_matmul(a: Tensor, b: Tensor, out: Tensor, tf32: bool = False) -> tuple
             return None, "not checked: the float64 reference does not fit in device memory"
         ref = a.cpu().double() @ b.cpu().double()
         ref, bound = ref.to(a.device), bound_fn(a.cpu(), b.cpu(), ref).to(a.device)
-    got = out.double()
+    return check_within(out, ref, bound)
+
+
+def check_within(out: Tensor, ref: Tensor, bound: Tensor) -> tuple[bool, str]:
+    """(ok, message): every element of out within bound (elementwise) of the float64 ref; the message names the count
+    of bad elements, the first one and the worst error/bound. NaN counts as bad."""
+    got = out.detach().double()
     err = (got - ref).abs()
     bad = ~(err <= bound)  # NaN compares False, so NaN counts as bad
     if not bad.any():
         return True, ""
-    i, j = (int(v) for v in bad.nonzero()[0])
+    i = tuple(int(v) for v in bad.nonzero()[0])
     return False, (
-        f"{int(bad.sum())} of {out.numel()} elements out of tolerance; first at ({i}, {j}): got "
-        f"{got[i, j].item():.9g}, expected {ref[i, j].item():.9g} (bound {bound[i, j].item():.3g}); "
+        f"{int(bad.sum())} of {out.numel()} elements out of tolerance; first at {i}: got {got[i].item():.9g}, "
+        f"expected {ref[i].item():.9g} (bound {bound[i].item():.3g}); "
         f"worst error/bound {(err / bound).nan_to_num(float('inf')).max().item():.3g}"
     )
 
