@@ -558,15 +558,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             return;
           }
-          if (epi.active()) {
-            if constexpr (Cfg::kWoven) {
-          // No pass is pending here (flush_pending above), but the compiler cannot know: overwriting the
-          // registers ends their lifetime, so the epilogue does not spill.
-#pragma unroll
-              for (int i = 0; i < 2 * kChunks; ++i) last[i] = 0;
-            }
-            apply_epilogue<kBf16>(acc, epi, epi_col0, N);
-          }
+          if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N);
           const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
           const int col0 = tn * BN + 2 * (lane % 4);
           const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
