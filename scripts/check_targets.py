@@ -248,7 +248,7 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
     for shape, target in FLOAT64_MIN_RATIO.items():
         matmul_vs_torch("float64", shape, target)
 
-    def rms_norm_vs(op: str, dtype: str, shape: tuple[int, ...], impl: str, target: float) -> None:
+    def ratio_vs(op: str, dtype: str, shape: tuple[int, ...], impl: str, target: float) -> None:
         ours, ref = row(op, dtype, shape, "ours"), row(op, dtype, shape, impl)
         name = f"{op} {dtype} {'x'.join(map(str, shape))} vs {impl}"
         if not (ours and ref):
@@ -276,11 +276,11 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
     for dtype in RMS_NORM_DTYPES:
         for shape in RMS_NORM_SHAPES:
             rms_norm_vs_copy("rms_norm", dtype, shape, 2, 1, RMS_NORM_FORWARD_MIN_PCT)
-            rms_norm_vs("rms_norm", dtype, shape, "torch.compile", RMS_NORM_COMPILE_MIN_RATIO)
+            ratio_vs("rms_norm", dtype, shape, "torch.compile", RMS_NORM_COMPILE_MIN_RATIO)
             if shape in RMS_NORM_EAGER_SHAPES:
-                rms_norm_vs("rms_norm", dtype, shape, "torch", RMS_NORM_EAGER_MIN_RATIO)
+                ratio_vs("rms_norm", dtype, shape, "torch", RMS_NORM_EAGER_MIN_RATIO)
             rms_norm_vs_copy("rms_norm_backward", dtype, shape, 3, 2, RMS_NORM_BACKWARD_MIN_PCT)
-            rms_norm_vs("rms_norm_backward", dtype, shape, "torch.compile", RMS_NORM_COMPILE_MIN_RATIO)
+            ratio_vs("rms_norm_backward", dtype, shape, "torch.compile", RMS_NORM_COMPILE_MIN_RATIO)
 
     for dtype in LINEAR_DTYPES:
         for shape in LINEAR_SHAPES:
@@ -294,7 +294,7 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
                 text = f"{name}: {100 * cost:+.1f}% (target <= {100 * LINEAR_MAX_EPILOGUE_COST:.0f}%; {spread(fused, plain, 'plain')})"
                 results.append((cost <= LINEAR_MAX_EPILOGUE_COST, text))
             if shape[0] >= LINEAR_RATIO_MIN_M:
-                rms_norm_vs("linear_gelu", dtype, shape, "torch", LINEAR_MIN_RATIO)
+                ratio_vs("linear_gelu", dtype, shape, "torch", LINEAR_MIN_RATIO)
 
     for dtype in CORPUS_DTYPES:
         ratios = {}

@@ -53,7 +53,7 @@ from cuda_kernels.tools.op_schema import SchemaError, parse_schema
 NAME_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
 MAX_NAME_LEN = 32
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATES = schema_op.TEMPLATES  # the templates folder, defined where both generators can import it
 
 # The files an op adds, relative to the root, as format strings of the name.
 NEW_FILES = {
