@@ -179,20 +179,32 @@ inline void check_square_input(const Tensor& x) {
   check_output_fits("cuda_kernels.square", x.sizes(), static_cast<int64_t>(x.element_size()));
 }
 
+// matmul's output shape for checked operands: (M, N), or (batch, M, N).
+inline std::vector<int64_t> matmul_output_shape(const Tensor& a, const Tensor& b) {
+  if (a.dim() == 3) return {a.size(0), a.size(1), b.size(2)};
+  return {a.size(0), b.size(1)};
+}
+
+// matmul's operands: a (M, K) and b (K, N), or a batch of them, a (batch, M, K) and b (batch, K, N) (the Python
+// wrapper broadcasts torch.matmul's other shapes to these).
 inline void check_matmul_inputs(const Tensor& a, const Tensor& b) {
   constexpr const char* op = "cuda_kernels.matmul";
   check_float_input(op, "a", a);
   check_float_input(op, "b", b);
-  CUDA_KERNELS_CHECK(a.dim() == 2, op, ": a must be 2-D (M, K), got ", a.dim(), "-D with shape ", shape_str(a));
-  CUDA_KERNELS_CHECK(b.dim() == 2, op, ": b must be 2-D (K, N), got ", b.dim(), "-D with shape ", shape_str(b));
+  CUDA_KERNELS_CHECK(a.dim() == 2 || a.dim() == 3, op, ": a must be 2-D (M, K) or 3-D (batch, M, K), got ", a.dim(),
+                     "-D with shape ", shape_str(a));
+  CUDA_KERNELS_CHECK(b.dim() == a.dim(), op, ": b must be ", a.dim() == 2 ? "2-D (K, N)" : "3-D (batch, K, N)",
+                     " as a is ", a.dim(), "-D, got ", b.dim(), "-D with shape ", shape_str(b));
   CUDA_KERNELS_CHECK(a.scalar_type() == b.scalar_type(), op, ": a and b must have the same dtype, got ",
                      a.scalar_type(), " and ", b.scalar_type());
   CUDA_KERNELS_CHECK(a.device() == b.device(), op, ": a and b must be on the same device, got ", device_str(a), " and ",
                      device_str(b));
-  CUDA_KERNELS_CHECK(a.size(1) == b.size(0), op, ": inner dimensions differ: a is ", shape_str(a), " and b is ",
-                     shape_str(b), " (a.shape[1] must equal b.shape[0])");
-  const int64_t out[2] = {a.size(0), b.size(1)};
-  check_output_fits(op, out, static_cast<int64_t>(a.element_size()));
+  const int64_t d = a.dim() - 2;  // the first matrix dimension
+  CUDA_KERNELS_CHECK(d == 0 || a.size(0) == b.size(0), op, ": a and b must have the same batch size, got ",
+                     shape_str(a), " and ", shape_str(b));
+  CUDA_KERNELS_CHECK(a.size(d + 1) == b.size(d), op, ": inner dimensions differ: a is ", shape_str(a), " and b is ",
+                     shape_str(b), " (a.shape[-1] must equal b.shape[-2])");
+  check_output_fits(op, matmul_output_shape(a, b), static_cast<int64_t>(a.element_size()));
 }
 
 // A row-wise op's inputs (rms_norm's, and those `python -m cuda_kernels.new --kind rowwise` writes): x of at least

@@ -207,8 +207,11 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
 
     Args:
         a: (M, K) and b: (K, N), both float32/float64/float16/bfloat16, same dtype and device, any strides. Also
-            torch.matmul's 1-D operands (a row, a column: dropped from the result) and a batched a (..., M, K) with
-            a 2-D b: the batch dimensions fold into M, one product. A batched b is not supported yet.
+            every other shape torch.matmul takes: 1-D operands (a row, a column: dropped from the result), a batched
+            a (..., M, K) with a 2-D b (the batch dimensions fold into M: one product), and batches on both sides,
+            (..., M, K) @ (..., K, N) with the batch dimensions broadcast as torch.matmul does: one launch on the
+            kernels that take a batch (01_tiled, 06_async_pipeline, 12_hopper_gemm), which read a broadcast operand
+            once and strided batches as they are; the others run once per matrix.
             On CUDA, kernels 2-8 and 15 need row-major inputs and first copy an input that is not contiguous (a
             transposed view, a slice with a row pitch other than its width, an expanded tensor) into a contiguous
             temporary; 01_tiled, the Hopper kernels (9-13) and matvec read transposed views as they are. The CPU
@@ -222,7 +225,8 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
             capability >= 8.0; 9-13: an sm_90a build on compute 9.0), else RuntimeError.
             CPU tensors accept only 0.
     Returns:
-        (M, N) contiguous, dtype of the inputs; accumulated in float32 (float64 for float64). K = 0 gives zeros.
+        (M, N) contiguous (torch.matmul's shape for the other cases), dtype of the inputs; accumulated in float32
+        (float64 for float64). K = 0 gives zeros.
     """
     # TF32 as torch allows it now (torch.backends.cuda.matmul.allow_tf32, set_float32_matmul_precision): the
     # binary cannot ask torch itself (the stable ABI has no such call), so the op takes it as an argument.
@@ -235,27 +239,37 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
 
 
 def _matmul_nd(a: Tensor, b: Tensor, variant: int, tf32: bool) -> Tensor:
-    """torch.matmul's other shapes, as one 2-D product: a 1-D a is a row (dropped from the result), a 1-D b a
-    column (dropped), and a's leading (batch) dimensions fold into its rows when b is 2-D (a view when they can:
-    the product reads a as it is). A batched b is refused for now: it needs a batched kernel, not a loop of calls."""
+    """torch.matmul's other shapes: a 1-D a is a row (dropped from the result), a 1-D b a column (dropped); with a
+    2-D b, a's leading (batch) dimensions fold into its rows (a view when they can: one 2-D product); with a batched
+    b, the batch dimensions of both broadcast and flatten into one, and the op runs a (batch, M, K) @ (batch, K, N)
+    product (a broadcast operand keeps stride 0 along the batch: it is not copied per matrix)."""
     op = "cuda_kernels.matmul"
     if a.dim() < 1 or b.dim() < 1:
         raise RuntimeError(f"{op}: a and b must have at least 1 dimension each, got {a.dim()}-D and {b.dim()}-D")
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
     b2 = b.unsqueeze(-1) if b.dim() == 1 else b
-    if b2.dim() != 2:
-        raise RuntimeError(
-            f"{op}: a batched b ({b.dim()}-D, shape {list(b.shape)}) is not supported yet: b must be 1-D or 2-D "
-            "(a may have any batch dimensions)"
-        )
     k = a2.shape[-1]
-    if b2.shape[0] != k:
+    if b2.shape[-2] != k:
         raise RuntimeError(
             f"{op}: inner dimensions differ: a is {list(a.shape)} and b is {list(b.shape)} (a.shape[-1] must equal "
             "b.shape[-2], or b.shape[0] for a 1-D b)"
         )
-    rows = math.prod(a2.shape[:-1])  # not reshape(-1, k): K = 0 leaves the rows ambiguous
-    out = _MATMUL(a2.reshape(rows, k), b2, variant, tf32).reshape(*a2.shape[:-1], b2.shape[1])
+    m, n = a2.shape[-2], b2.shape[-1]
+    if b2.dim() == 2:
+        rows = math.prod(a2.shape[:-1])  # not reshape(-1, k): K = 0 leaves the rows ambiguous
+        out = _MATMUL(a2.reshape(rows, k), b2, variant, tf32).reshape(*a2.shape[:-1], n)
+    else:
+        try:
+            batch = torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        except RuntimeError:
+            raise RuntimeError(
+                f"{op}: the batch dimensions of a {list(a.shape)} and b {list(b.shape)} do not broadcast "
+                f"({list(a2.shape[:-2])} and {list(b2.shape[:-2])})"
+            ) from None
+        count = math.prod(batch)
+        a3 = a2.expand(*batch, m, k).reshape(count, m, k)
+        b3 = b2.expand(*batch, k, n).reshape(count, k, n)
+        out = _MATMUL(a3, b3, variant, tf32).reshape(*batch, m, n)
     if a.dim() == 1:
         out = out.squeeze(-2)
     if b.dim() == 1:
@@ -268,15 +282,28 @@ def _matmul_fake(a: Tensor, b: Tensor, variant: int = 0, allow_tf32: bool = Fals
     op = "cuda_kernels.matmul"
     _check_float(op, "a", a)
     _check_float(op, "b", b)
-    torch._check(a.dim() == 2, lambda: f"{op}: a must be 2-D (M, K), got {a.dim()}-D with shape {tuple(a.shape)}")
-    torch._check(b.dim() == 2, lambda: f"{op}: b must be 2-D (K, N), got {b.dim()}-D with shape {tuple(b.shape)}")
+    torch._check(
+        a.dim() in (2, 3),
+        lambda: f"{op}: a must be 2-D (M, K) or 3-D (batch, M, K), got {a.dim()}-D with shape {tuple(a.shape)}",
+    )
+    torch._check(
+        b.dim() == a.dim(),
+        lambda: (
+            f"{op}: b must be {'2-D (K, N)' if a.dim() == 2 else '3-D (batch, K, N)'} as a is {a.dim()}-D, got "
+            f"{b.dim()}-D with shape {tuple(b.shape)}"
+        ),
+    )
     torch._check(a.dtype == b.dtype, lambda: f"{op}: a and b must have the same dtype, got {a.dtype} and {b.dtype}")
     torch._check(
         a.device == b.device,
         lambda: f"{op}: a and b must be on the same device, got {a.device} and {b.device}",
     )
     torch._check(
-        a.shape[1] == b.shape[0],
+        a.dim() == 2 or a.shape[0] == b.shape[0],
+        lambda: f"{op}: a and b must have the same batch size, got {tuple(a.shape)} and {tuple(b.shape)}",
+    )
+    torch._check(
+        a.shape[-1] == b.shape[-2],
         lambda: f"{op}: inner dimensions differ: a is {tuple(a.shape)} and b is {tuple(b.shape)}",
     )
     # The variant rules of the real kernels: never negative; only 0 on the CPU; on CUDA a kernel of the table.
@@ -298,8 +325,9 @@ def _matmul_fake(a: Tensor, b: Tensor, variant: int = 0, allow_tf32: bool = Fals
                 got in takes,
                 lambda: f"{op}: variant {variant} ({name}) supports {_and_list(takes)}, got {got}",
             )
-    _check_output_fits(op, (a.shape[0], b.shape[1]), a.dtype)
-    return a.new_empty((a.shape[0], b.shape[1]))
+    shape = (*a.shape[:-1], b.shape[-1])
+    _check_output_fits(op, shape, a.dtype)
+    return a.new_empty(shape)
 
 
 def _and_list(names: list[str]) -> str:
@@ -368,10 +396,12 @@ def _matmul_backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, N
     a, b = ctx.saved_tensors
     tf32 = ctx.allow_tf32
     # Both gradients go through the op itself with variant 0, whatever variant the forward used: the forced kernel
-    # may not take every input (and the gradients need not come from the same kernel). b.t() and a.t() are
-    # column-major views, read as they are or copied to row-major first (see matmul's docstring).
-    grad_a = torch.ops.cuda_kernels.matmul.default(grad, b.t(), 0, tf32) if ctx.needs_input_grad[0] else None
-    grad_b = torch.ops.cuda_kernels.matmul.default(a.t(), grad, 0, tf32) if ctx.needs_input_grad[1] else None
+    # may not take every input (and the gradients need not come from the same kernel). The transposes are
+    # column-major views, read as they are or copied to row-major first (see matmul's docstring); in a batch, a
+    # broadcast operand's gradient is summed over the batch by the expand that made it (matmul's wrapper).
+    mm = torch.ops.cuda_kernels.matmul.default
+    grad_a = mm(grad, b.transpose(-1, -2), 0, tf32) if ctx.needs_input_grad[0] else None
+    grad_b = mm(a.transpose(-1, -2), grad, 0, tf32) if ctx.needs_input_grad[1] else None
     return grad_a, grad_b, None, None
 
 

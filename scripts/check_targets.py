@@ -45,7 +45,9 @@ Targets:
   model shapes      (issue 40) `matmul_models` (x @ weight.T, ours linear against F.linear / cuBLAS), over every shape
                     of its corpus (the benchmark table's CORPUS_SHAPES: model layers at 1 to 16384 tokens and the
                     awkward classes): bfloat16 and float16 every shape >= 0.90x and the geometric mean >= 1.00x;
-                    float32 (TF32 off) every shape >= 0.90x. One line each, naming the worst shape.
+                    float32 (TF32 off) every shape >= 0.90x. One line each, naming the worst shape. The same for
+                    `matmul_batched` (its BATCHED_SHAPES: attention's products and a batch of large ones, ours
+                    against torch.matmul's batched cuBLAS call).
 
 A run on the CPU (env.device "cpu") has targets of its own:
   matmul vs torch   float32, the CPU kernel vs torch.mm (MKL or OpenBLAS): >= 0.50x at 512^3 and 1024^3.
@@ -296,28 +298,30 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
             if shape[0] >= LINEAR_RATIO_MIN_M:
                 ratio_vs("linear_gelu", dtype, shape, "torch", LINEAR_MIN_RATIO)
 
-    for dtype in CORPUS_DTYPES:
-        ratios = {}
-        for shape in corpus_shapes():
-            ours, ref = row("matmul_models", dtype, shape, "ours"), row("matmul_models", dtype, shape, "torch")
-            if ours and ref:
-                ratios[shape] = ref["median_ms"] / ours["median_ms"]
-        lacking = len(corpus_shapes()) - len(ratios)
-        name = f"matmul_models {dtype} every shape vs torch"
-        if lacking:
-            results.append((False, f"{name}: missing ({lacking} of {len(corpus_shapes())} shapes without a ratio)"))
-        else:
-            worst = min(ratios, key=ratios.get)
-            text = f"{name}: min {ratios[worst]:.3f}x at {'x'.join(map(str, worst))} (target >= {CORPUS_MIN_RATIO:.2f})"
-            results.append((ratios[worst] >= CORPUS_MIN_RATIO, text))
-        if dtype in CORPUS_MIN_GEOMEAN:
-            name = f"matmul_models {dtype} geomean vs torch"
-            target = CORPUS_MIN_GEOMEAN[dtype]
+    for op, shapes in (("matmul_models", corpus_shapes()), ("matmul_batched", batched_shapes())):
+        for dtype in CORPUS_DTYPES:
+            ratios = {}
+            for shape in shapes:
+                ours, ref = row(op, dtype, shape, "ours"), row(op, dtype, shape, "torch")
+                if ours and ref:
+                    ratios[shape] = ref["median_ms"] / ours["median_ms"]
+            lacking = len(shapes) - len(ratios)
+            absent = f"missing ({lacking} of {len(shapes)} shapes without a ratio)"
+            name = f"{op} {dtype} every shape vs torch"
             if lacking:
-                results.append((False, f"{name}: missing ({lacking} of {len(corpus_shapes())} shapes without a ratio)"))
+                results.append((False, f"{name}: {absent}"))
             else:
-                geomean = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
-                results.append((geomean >= target, f"{name}: {geomean:.3f}x (target >= {target:.2f})"))
+                worst = min(ratios, key=ratios.get)
+                text = f"{name}: min {ratios[worst]:.3f}x at {'x'.join(map(str, worst))} (target >= {CORPUS_MIN_RATIO:.2f})"
+                results.append((ratios[worst] >= CORPUS_MIN_RATIO, text))
+            if dtype in CORPUS_MIN_GEOMEAN:
+                name = f"{op} {dtype} geomean vs torch"
+                target = CORPUS_MIN_GEOMEAN[dtype]
+                if lacking:
+                    results.append((False, f"{name}: {absent}"))
+                else:
+                    geomean = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+                    results.append((geomean >= target, f"{name}: {geomean:.3f}x (target >= {target:.2f})"))
     return results
 
 
@@ -337,6 +341,11 @@ LINEAR_SHAPES = [tuple(s) for s in _CORPUS.LINEAR_SHAPES]  # the linear entries'
 def corpus_shapes() -> list[tuple[int, ...]]:
     """The matmul_models entry's shapes (CORPUS_SHAPES)."""
     return [tuple(s) for s in _CORPUS.CORPUS_SHAPES]
+
+
+def batched_shapes() -> list[tuple[int, ...]]:
+    """The matmul_batched entry's shapes (BATCHED_SHAPES: batch, M, N, K, k_major_b)."""
+    return [tuple(s) for s in _CORPUS.BATCHED_SHAPES]
 
 
 def main(path: str) -> int:

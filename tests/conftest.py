@@ -4,6 +4,7 @@ dtypes, and per-dtype tolerances; and a bytecode cache where the environment say
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import platform
 import shutil
@@ -172,6 +173,22 @@ def assert_matmul_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> 
     benchmark)."""
     ok, message = check_matmul(a, b, out)
     assert ok, message
+
+
+def assert_matmul_nd_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """assert_matmul_close for any of torch.matmul's shapes: the shape is torch.matmul's, and each matrix of the
+    broadcast batch (1-D operands as a row or a column) is checked against its own product."""
+    assert out.shape == torch.matmul(torch.empty(a.shape, device="meta"), torch.empty(b.shape, device="meta")).shape
+    a2 = a[None] if a.dim() == 1 else a
+    b2 = b[:, None] if b.dim() == 1 else b
+    batch = torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    count = math.prod(batch)
+    (m, k), n = a2.shape[-2:], b2.shape[-1]
+    a3 = a2.expand(*batch, m, k).reshape(count, m, k)
+    b3 = b2.expand(*batch, k, n).reshape(count, k, n)
+    out3 = out.reshape(count, m, n)
+    for i in range(count):
+        assert_matmul_close(out3[i], a3[i], b3[i])
 
 
 def rand(*shape: int, dtype: torch.dtype = torch.float32, device: str = "cpu", seed: int = 0) -> torch.Tensor:

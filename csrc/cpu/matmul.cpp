@@ -54,13 +54,23 @@ Tensor matmul_cpu(const Tensor& a, const Tensor& b, int64_t variant, bool /*allo
                      "; use 0 (auto) or, for CUDA tensors, a kernel of the ladder (>= 1)");
   CUDA_KERNELS_CHECK(variant == 0, "cuda_kernels.matmul: variant ", variant,
                      " is a CUDA kernel; the CPU has a single kernel (variant=0)");
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  const int64_t shape[2] = {M, N};
+  // A batch (3-D a and b) is one product per matrix, each spread over torch's threads.
+  const bool batched = a.dim() == 3;
+  const int64_t d = batched ? 1 : 0, batch = batched ? a.size(0) : 1;
+  const int64_t M = a.size(d), K = a.size(d + 1), N = b.size(d + 1);
+  const std::vector<int64_t> shape = matmul_output_shape(a, b);
   if (K == 0) return torch::stable::new_zeros(a, shape);  // an empty sum is 0, as in torch.mm
   Tensor c = new_output(a, shape);
-  if (M == 0 || N == 0) return c;
-  matmul_kernel()(a.scalar_type(), a.const_data_ptr(), a.stride(0), a.stride(1), b.const_data_ptr(), b.stride(0),
-                  b.stride(1), c.mutable_data_ptr(), M, N, K, cpu::torch_threads());
+  if (batch == 0 || M == 0 || N == 0) return c;
+  const int64_t size = static_cast<int64_t>(a.element_size());
+  const auto* a0 = static_cast<const char*>(a.const_data_ptr());
+  const auto* b0 = static_cast<const char*>(b.const_data_ptr());
+  auto* c0 = static_cast<char*>(c.mutable_data_ptr());
+  for (int64_t i = 0; i < batch; ++i) {
+    const int64_t ia = batched ? i * a.stride(0) : 0, ib = batched ? i * b.stride(0) : 0;
+    matmul_kernel()(a.scalar_type(), a0 + ia * size, a.stride(d), a.stride(d + 1), b0 + ib * size, b.stride(d),
+                    b.stride(d + 1), c0 + i * M * N * size, M, N, K, cpu::torch_threads());
+  }
   return c;
 }
 

@@ -81,6 +81,7 @@ __device__ T block_sum(T v, T* scratch) {
 
 // CUDA's limit on gridDim.x.
 constexpr int64_t kMaxGridX = 2147483647;
+constexpr int64_t kMaxGridZ = 65535;  // CUDA's limit on gridDim.z (and gridDim.y)
 
 // Lets kKernel use `bytes` of dynamic shared memory on `device` (above 48 KiB a kernel must opt in), once per device
 // and kernel. (The Hopper steps have hopper::opt_in_smem, which returns the error instead: the standalone harness

@@ -13,14 +13,13 @@ After every row on CUDA the device is synchronized and must still work (no stick
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 import torch
-from conftest import CUDA_SKIP_REASON, DEVICES, DTYPES, assert_matmul_close, rand
+from conftest import CUDA_SKIP_REASON, DEVICES, DTYPES, assert_matmul_close, assert_matmul_nd_close, rand
 
 import cuda_kernels
 from cuda_kernels.ops import matmul_cuda_variants
@@ -144,8 +143,10 @@ def _build_cases() -> list[Case]:
          r"a and b must have at least 1 dimension each, got 0-D and 2-D"),
         ("b-0d", lambda d: (rand(2, 2, device=d), torch.tensor(2.0, device=d)),
          r"a and b must have at least 1 dimension each, got 2-D and 0-D"),
-        ("b-3d", lambda d: (rand(3, 4, device=d), rand(2, 4, 2, device=d)),
-         r"a batched b \(3-D, shape \[2, 4, 2\]\) is not supported yet"),
+        ("batch-mismatch", lambda d: (rand(2, 3, 4, device=d), rand(3, 4, 2, device=d)),
+         r"the batch dimensions of a \[2, 3, 4\] and b \[3, 4, 2\] do not broadcast \(\[2\] and \[3\]\)"),
+        ("batched-inner-mismatch", lambda d: (rand(2, 3, 4, device=d), rand(2, 5, 2, device=d)),
+         r"inner dimensions differ: a is \[2, 3, 4\] and b is \[2, 5, 2\]"),
         ("inner-mismatch", lambda d: (rand(3, 4, device=d), rand(5, 2, device=d)),
          r"inner dimensions differ: a is \[3, 4\] and b is \[5, 2\]"),
         ("inner-mismatch-transposed", lambda d: (rand(3, 4, device=d), rand(4, 3, device=d).t()),
@@ -158,7 +159,9 @@ def _build_cases() -> list[Case]:
     for name, make in [("a-1d", lambda d: (rand(4, device=d), rand(4, 2, device=d))),
                        ("b-1d", lambda d: (rand(2, 4, device=d), rand(4, device=d))),
                        ("both-1d", lambda d: (rand(4, device=d), rand(4, device=d))),
-                       ("a-3d", lambda d: (rand(2, 3, 4, device=d), rand(4, 2, device=d)))]:  # fmt: skip
+                       ("a-3d", lambda d: (rand(2, 3, 4, device=d), rand(4, 2, device=d))),
+                       ("b-3d", lambda d: (rand(3, 4, device=d), rand(2, 4, 2, device=d))),
+                       ("both-3d-broadcast", lambda d: (rand(2, 1, 3, 4, device=d), rand(5, 4, 2, device=d)))]:  # fmt: skip
         add(Case(f"mm-{name}", "matmul", make, OK))
 
     # --- undefined (None) arguments and bad variants --------------------------------------------------------------
@@ -359,16 +362,14 @@ def _check_ok(case: Case, device: str, args: tuple) -> None:
                 torch.testing.assert_close(out.detach(), ref, rtol=0, atol=0, equal_nan=True)
         else:
             a, b = args
-            # torch.matmul's shapes: a 1-D a is one row, a 1-D b one column, a's batch dims fold into its rows.
-            a2 = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) if a.dim() > 1 else a[None]
-            b2 = b if b.dim() == 2 else b[:, None]
-            assert (
-                out.shape
-                == torch.matmul(torch.empty(a.shape, device="meta"), torch.empty(b.shape, device="meta")).shape
-            )
             assert out.dtype == a.dtype and out.device == a.device
             if a.device.type != "meta":
-                assert_matmul_close(out.detach().reshape(a2.shape[0], b2.shape[1]), a2.detach(), b2.detach())
+                assert_matmul_nd_close(out.detach(), a.detach(), b.detach())
+            else:
+                assert (
+                    out.shape
+                    == torch.matmul(torch.empty(a.shape, device="meta"), torch.empty(b.shape, device="meta")).shape
+                )
         assert out.is_contiguous()
         for arg, old in zip(args, before, strict=True):
             if old is not None:

@@ -3,12 +3,20 @@ tested one by one in test_matmul_ladder.py), plus opcheck, gradcheck, torch.comp
 
 from __future__ import annotations
 
-import math
 import re
 
 import pytest
 import torch
-from conftest import DEVICES, DTYPES, assert_matmul_close, disassemble_extension, rand, requires_cuda, requires_objdump
+from conftest import (
+    DEVICES,
+    DTYPES,
+    assert_matmul_close,
+    assert_matmul_nd_close,
+    disassemble_extension,
+    rand,
+    requires_cuda,
+    requires_objdump,
+)
 
 import cuda_kernels
 
@@ -45,7 +53,8 @@ def test_matmul_matches_reference(device, dtype, mkn):
     assert_matmul_close(out, a, b)
 
 
-# torch.matmul's other shapes (a, b): 1-D operands, a batched a with a 2-D b (folded into rows), an empty batch.
+# torch.matmul's other shapes (a, b): 1-D operands, a batched a with a 2-D b (folded into rows), an empty batch,
+# batches on both sides (broadcast, a 1-D or 2-D operand against a batch, an empty batch).
 ND_SHAPES = [
     ((5,), (5, 3)),
     ((4, 5), (5,)),
@@ -53,6 +62,13 @@ ND_SHAPES = [
     ((2, 3, 4, 5), (5, 6)),
     ((7, 1, 5), (5, 2)),
     ((0, 3, 5), (5, 2)),
+    ((3, 4, 5), (3, 5, 2)),
+    ((2, 1, 4, 5), (3, 5, 6)),
+    ((4, 5), (2, 5, 3)),
+    ((5,), (2, 5, 3)),
+    ((1, 4, 5), (2, 3, 5, 1)),
+    ((0, 4, 5), (1, 5, 3)),
+    ((2, 4, 0), (2, 0, 3)),
 ]
 
 
@@ -63,10 +79,18 @@ def test_matmul_takes_torch_matmul_shapes(device, dtype, shapes):
     a = rand(*shapes[0], dtype=dtype, device=device, seed=1)
     b = rand(*shapes[1], dtype=dtype, device=device, seed=2)
     out = cuda_kernels.matmul(a, b)
-    assert out.shape == torch.matmul(a.double(), b.double()).shape and out.dtype == dtype
-    a2 = a.reshape(math.prod(a.shape[:-1]), a.shape[-1]) if a.dim() > 1 else a[None]
-    b2 = b if b.dim() == 2 else b[:, None]
-    assert_matmul_close(out.reshape(a2.shape[0], b2.shape[1]), a2, b2)
+    assert out.dtype == dtype
+    assert_matmul_nd_close(out, a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_batched_gradients(device):
+    """Gradients of a batched product reach both operands, summed over the batch for a broadcast one."""
+    a = rand(4, 5, dtype=torch.float64, device=device, seed=3).requires_grad_()
+    b = rand(3, 5, 2, dtype=torch.float64, device=device, seed=4).requires_grad_()
+    assert torch.autograd.gradcheck(cuda_kernels.matmul, (a, b))
+    c = rand(2, 1, 2, 5, dtype=torch.float64, device=device, seed=5).transpose(-1, -2).requires_grad_()
+    assert torch.autograd.gradcheck(cuda_kernels.matmul, (c, b.transpose(-1, -2)))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -150,7 +174,7 @@ BAD_INPUTS = [
     ("bool", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, dtype=torch.bool, device=d)), f"{OP}: b must be float32.*got Bool"),
     ("complex", lambda d: (torch.ones(2, 2, dtype=torch.complex64, device=d),) * 2, f"{OP}: a must be float32.*got ComplexFloat"),
     ("dtype-mismatch", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, dtype=torch.float64, device=d)), f"{OP}: a and b must have the same dtype"),
-    ("b-3d", lambda d: (torch.ones(2, 2, device=d), torch.ones(2, 2, 2, device=d)), f"{OP}: a batched b .* is not supported yet"),
+    ("batch-mismatch", lambda d: (torch.ones(2, 2, 2, device=d), torch.ones(3, 2, 2, device=d)), rf"{OP}: the batch dimensions of a \[2, 2, 2\] and b \[3, 2, 2\] do not broadcast"),
     ("a-0d", lambda d: (torch.tensor(1.0, device=d), torch.ones(2, 2, device=d)), f"{OP}: a and b must have at least 1 dimension"),
     ("inner-mismatch", lambda d: (torch.ones(2, 3, device=d), torch.ones(4, 2, device=d)), f"{OP}: inner dimensions differ"),
 ]  # fmt: skip

@@ -585,6 +585,87 @@ def test_step_non_contiguous(variant, dtype, views, mnk):
     assert_step_close(mm(a, b, variant), a, b, variant)
 
 
+# Batches: the op's (batch, M, K) @ (batch, K, N), which its wrapper makes of torch.matmul's batched shapes. Each
+# function gets (batch, M, N, K) and r (as VIEWS) and returns 3-D a and b: both batched, one broadcast (batch stride
+# 0, as expand makes it), transposed matrices (b K-major: attention's Q @ K^T), batches strided apart or closer
+# than a matrix (b's batch stride is one row), bases off a 16-byte boundary.
+BATCH_LAYOUTS = [
+    pytest.param(lambda s, m, n, k, r: (r(s, m, k, seed=1), r(s, k, n, seed=2)), id="contiguous"),
+    pytest.param(lambda s, m, n, k, r: (r(1, m, k, seed=1).expand(s, m, k), r(s, k, n, seed=2)), id="broadcast-a"),
+    pytest.param(lambda s, m, n, k, r: (r(s, m, k, seed=1), r(1, k, n, seed=2).expand(s, k, n)), id="broadcast-b"),
+    pytest.param(lambda s, m, n, k, r: (r(s, k, m, seed=1).transpose(1, 2), r(s, n, k, seed=2).transpose(1, 2)), id="transposed"),
+    pytest.param(lambda s, m, n, k, r: (r(2 * s, m, k, seed=1)[::2], r(k, s, n, seed=2).transpose(0, 1)), id="strided-batch"),
+    pytest.param(lambda s, m, n, k, r: (r(s * m * k + 1, seed=1)[1:].view(s, m, k), r(s * k * n + 1, seed=2)[1:].view(s, k, n)), id="misaligned"),
+]  # fmt: skip
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params([0, *VARIANTS], DTYPES))
+@pytest.mark.parametrize("layout", BATCH_LAYOUTS)
+# (batch, M, N, K): edge tiles with direct stores (N % 8 != 0), a batch of matrix-vector products, whole 16-byte
+# rows (TMA stores in step 12).
+@pytest.mark.parametrize(
+    "smnk", [(3, 70, 132, 92), (5, 1, 40, 300), (4, 136, 264, 136)], ids=lambda s: "x".join(map(str, s))
+)
+def test_step_batched(variant, dtype, layout, smnk):
+    """Every kernel takes a batch: one launch on those with kBatched (csrc/cuda/matmul/dispatch.cpp), one per
+    matrix on the others; each matrix of the result checked."""
+    base = _seed(variant, dtype, "batch", smnk)
+
+    def r(*shape: int, seed: int) -> torch.Tensor:
+        return rand(*shape, dtype=dtype, device="cuda", seed=base + seed)
+
+    s, m, n, k = smnk
+    a, b = layout(s, m, n, k, r)
+    assert a.shape == (s, m, k) and b.shape == (s, k, n)
+    out = mm(a, b, variant)
+    assert out.shape == (s, m, n) and out.is_contiguous()
+    for i in range(s):
+        assert_step_close(out[i], a[i], b[i], variant)
+
+
+STEP12 = [v for v, name in NAMES.items() if name == "12_hopper_gemm"]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params(STEP12, [torch.float16, torch.bfloat16]))
+# A batch of two tiles with a long K (split-K clusters of the 128 x 64 tile) and 80 super-tiles of 1024 slabs on
+# 66 clusters (stream-K for the last wave, whose tiles belong to the batch's last matrices).
+@pytest.mark.parametrize("smnk", [(2, 100, 60, 4096), (5, 1024, 1024, 1024)], ids=lambda s: "x".join(map(str, s)))
+def test_step12_batched_schedules(variant, dtype, smnk):
+    s, m, n, k = smnk
+    a = rand(s, m, k, dtype=dtype, device="cuda", seed=_seed("b12", smnk, "a"))
+    b = rand(s, k, n, dtype=dtype, device="cuda", seed=_seed("b12", smnk, "b"))
+    out = mm(a, b, variant)
+    for i in range(s):
+        assert_step_close(out[i], a[i], b[i], variant)
+
+
+@requires_cuda
+@requires_profiler
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_batch_is_one_launch(dtype):
+    """Variant 0 runs a batch of 8 products as one launch of its kernel (12_hopper_gemm for 16-bit on an H100,
+    06_async_pipeline for float32 with TF32 off), not a launch per matrix."""
+    from torch.profiler import ProfilerActivity, profile
+
+    a = rand(8, 64, 96, dtype=dtype, device="cuda", seed=_seed("one", dtype, "a"))
+    b = rand(8, 96, 80, dtype=dtype, device="cuda", seed=_seed("one", dtype, "b"))
+    _, name, _ = matmul_default_kernel(dtype)
+    if name not in ("12_hopper_gemm", "06_async_pipeline", "01_tiled"):
+        pytest.skip(f"variant 0 takes {name} here, which runs a batch one matrix at a time")
+    with allow_tf32(False), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = cuda_kernels.matmul(a, b)
+        torch.cuda.synchronize()
+    launches = [e.name for e in prof.events() if f"matmul_kernel_{name}" in e.name]
+    assert len(launches) == 1, launches
+    for i in range(8):
+        assert_step_close(out[i], a[i], b[i], 0)
+
+
 @requires_cuda
 @pytest.mark.gpu
 @pytest.mark.heavy

@@ -32,8 +32,9 @@ SIZES = range(12, 29)
 # 2 dtypes x 3 sizes (2^26..2^28) vs copy, 4 dtypes x (17 sizes + geomean) vs torch, 5 float32 matmul shapes,
 # 2 dtypes x 6 tensor-core matmul shapes, the best mma.sync step, TF32, 3 dtypes x 3 skinny shapes, 4 dtypes' skinny
 # bandwidth, 2 dtypes x 2 small shapes, 2 float64 shapes, rms_norm: 2 dtypes x 4 shapes x (forward and backward vs
-# copy and vs torch.compile) + 2 dtypes x 3 shapes vs eager.
-N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 4 + 2 * 2 + 2 + 2 * 4 * 4 + 2 * 3 + 2 * (8 + 6) + 5
+# copy and vs torch.compile) + 2 dtypes x 3 shapes vs eager, linear: 2 dtypes x (8 epilogue costs + 6 vs torch), and
+# 5 each for the shape corpus and the batched shapes (3 dtypes' worst shape, 2 geometric means).
+N_TARGETS = 2 * 3 + 4 * (17 + 1) + 5 + 2 * 6 + 1 + 1 + 3 * 3 + 4 + 2 * 2 + 2 + 2 * 4 * 4 + 2 * 3 + 2 * (8 + 6) + 5 + 5
 RMS_SHAPES = ([8192, 4096], [32768, 8192], [4096, 1024], [65536, 256])
 SKINNY_SHAPES = ([1, 4096, 4096], [16, 4096, 4096], [4096, 1, 4096])
 BANDWIDTH_SHAPE = [1, 16384, 16384]
@@ -149,12 +150,16 @@ def records(
             add(**base, op="linear", impl="ours", median_ms=1.0, correct=True)
             add(**base, op="linear_gelu", impl="ours", median_ms=1.0 + linear_cost, correct=True)
             add(**base, op="linear_gelu", impl="torch", median_ms=(1.0 + linear_cost) * linear_ratio)
-    for dtype in ("bfloat16", "float16", "float32"):
-        for shape in check_targets.corpus_shapes():
-            ratio = corpus_ratio if isinstance(corpus_ratio, float) else corpus_ratio.get((dtype, shape), 1.05)
-            base = {"op": "matmul_models", "dtype": dtype, "shape": list(shape), "variant": None}
-            add(**base, impl="torch", median_ms=1.0)
-            add(**base, impl="ours", median_ms=1.0 / ratio, correct=True)
+    for op, shapes in (
+        ("matmul_models", check_targets.corpus_shapes()),
+        ("matmul_batched", check_targets.batched_shapes()),
+    ):
+        for dtype in ("bfloat16", "float16", "float32"):
+            for shape in shapes:
+                ratio = corpus_ratio if isinstance(corpus_ratio, float) else corpus_ratio.get((dtype, shape), 1.05)
+                base = {"op": op, "dtype": dtype, "shape": list(shape), "variant": None}
+                add(**base, impl="torch", median_ms=1.0)
+                add(**base, impl="ours", median_ms=1.0 / ratio, correct=True)
     return rows
 
 
@@ -406,6 +411,16 @@ def test_model_shape_corpus_targets():
     assert missed == ["matmul_models bfloat16 every shape vs torch"], missed
     assert "at 2048x4096x4096" in texts(records(corpus_ratio={("bfloat16", worst): 0.89}))[missed[0]]
     missed = misses(records(corpus_ratio=0.95))  # every shape above 0.90x, the 16-bit means below 1.00x
-    assert sorted(missed) == ["matmul_models bfloat16 geomean vs torch", "matmul_models float16 geomean vs torch"]
+    assert sorted(missed) == [
+        f"{op} {d} geomean vs torch" for op in ("matmul_batched", "matmul_models") for d in ("bfloat16", "float16")
+    ]
     rows = [r for r in records() if not (r["op"] == "matmul_models" and r["shape"] == [1, 1024, 1048576])]
     assert len([name for name in misses(rows) if name.startswith("matmul_models")]) == 5  # a shape missing: all miss
+
+
+def test_batched_corpus_targets():
+    """matmul_batched's shapes are held to the corpus's targets, on their own lines."""
+    worst = check_targets.batched_shapes()[0]
+    missed = misses(records(corpus_ratio={("float32", worst): 0.89}))
+    assert missed == ["matmul_batched float32 every shape vs torch"], missed
+    assert "at 32x2048x2048x128x1" in texts(records(corpus_ratio={("float32", worst): 0.89}))[missed[0]]

@@ -70,8 +70,12 @@ class Workspace {
   virtual void* alloc(std::size_t bytes) = 0;
   // A row-major copy of the (rows x cols) matrix of `dtype` at src, whose element (r, c) is src[r * s0 + c * s1],
   // with rows `pitch` >= cols elements apart (the padding is not written), enqueued on the call's stream.
-  virtual void* copy_2d(const void* src, Dtype dtype, int64_t rows, int64_t cols, int64_t s0, int64_t s1,
-                        int64_t pitch) = 0;
+  void* copy_2d(const void* src, Dtype dtype, int64_t rows, int64_t cols, int64_t s0, int64_t s1, int64_t pitch) {
+    return copy_3d(src, dtype, 1, rows, cols, 0, s0, s1, pitch);
+  }
+  // The same for a batch of such matrices, matrix i at src + i * s_batch elements, copied rows * pitch apart.
+  virtual void* copy_3d(const void* src, Dtype dtype, int64_t batch, int64_t rows, int64_t cols, int64_t s_batch,
+                        int64_t s0, int64_t s1, int64_t pitch) = 0;
 
  protected:
   ~Workspace() = default;
@@ -80,6 +84,9 @@ class Workspace {
 // One call c = a @ b. a is (M, K) with element (m, k) at a[m * sa0 + k * sa1], b (K, N) with (k, n) at
 // b[k * sb0 + n * sb1], c a fresh row-major (M, N) matrix; M, N, K >= 1; all of `dtype` on `device`. Kernels that
 // list kRowMajorInputs (dispatch.cpp) get sa1 == sb1 == 1, sa0 == K, sb0 == N.
+// A batch (batch > 1, only for kernels with kBatched in the table): `batch` such products, matrix i of a at
+// a + i * sa_batch elements, of b at b + i * sb_batch (0: one matrix for every product, a broadcast operand), of c
+// at c + i * M * N (c is (batch, M, N), contiguous). Row-major kernels get sa_batch == M * K, sb_batch == K * N.
 struct Args {
   Dtype dtype;
   const void* a;
@@ -90,6 +97,8 @@ struct Args {
   int device;            // CUDA device index (the current device during the call)
   CUstream_st* stream;   // cudaStream_t: torch's current stream on `device`
   Workspace* workspace;  // never null
+  int64_t batch = 1;
+  int64_t sa_batch = 0, sb_batch = 0;
   // linear's epilogue, for kernels whose row of the table has kFusedEpilogue (dispatch.cpp): c[m][n] =
   // activation(sum + bias[n]), bias (N elements of `dtype`, contiguous) or nullptr; activation is never kSwiglu
   // here. Other kernels never see anything but the defaults: dispatch applies the epilogue after them.

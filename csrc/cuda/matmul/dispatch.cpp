@@ -49,6 +49,7 @@ enum Requirement : unsigned {
   kTf32Math = 1u << 1,        // computes float32 in TF32: runs only while torch allows TF32 for matmul
   kSkinnyShapes = 1u << 2,    // made for outputs with M or N <= kSkinnyMaxSide: variant 0 takes it only for those
   kFusedEpilogue = 1u << 3,   // applies linear's bias and activation as it stores C (Args::bias, Args::activation)
+  kBatched = 1u << 4,         // runs a batch of products in one launch (Args::batch); others run once per matrix
 };
 constexpr int64_t kSkinnyMaxSide = 16;
 
@@ -80,12 +81,12 @@ using namespace matmul_ladder;  // the launchers (args.h)
 // clang-format off
 constexpr Kernel kKernels[] = {
     // The ladder: CUDA cores (FFMA), every dtype.
-    {1, "01_tiled", kAnyStrides, kAllDtypes, 0, nullptr, nullptr, &launch_01_tiled},
+    {1, "01_tiled", kAnyStrides | kBatched, kAllDtypes, 0, nullptr, nullptr, &launch_01_tiled},
     {2, "02_blocktile_2d", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_02_blocktile_2d},
     {3, "03_vectorized", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_03_vectorized},
     {4, "04_double_buffer", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_04_double_buffer},
     {5, "05_warptile", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_05_warptile},
-    {6, "06_async_pipeline", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_06_async_pipeline},
+    {6, "06_async_pipeline", kRowMajorInputs | kBatched, kAllDtypes, 0, nullptr, nullptr, &launch_06_async_pipeline},
     // The ladder: tensor cores, float16/bfloat16. mma.sync from sm_80, then Hopper's wgmma fed by TMA.
     {7, "07_mma_sync", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &launch_07_mma_sync},
     {8, "08_mma_pipeline", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &launch_08_mma_pipeline},
@@ -93,7 +94,7 @@ constexpr Kernel kKernels[] = {
     {10, "10_cluster_multicast", kAnyStrides, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds,
      &launch_10_cluster_multicast},
     {11, "11_tma_store", kAnyStrides, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds, &launch_11_tma_store},
-    {12, "12_hopper_gemm", kAnyStrides | kFusedEpilogue, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds,
+    {12, "12_hopper_gemm", kAnyStrides | kFusedEpilogue | kBatched, kHalfDtypes, 90, &wgmma_available, kSm90aNeeds,
      &launch_12_hopper_gemm},
     // Special cases, apart from the ladder.
     {13, "tf32_wgmma", kAnyStrides | kTf32Math, kFloat32, 90, &wgmma_available, kSm90aNeeds, &launch_tf32_wgmma},
@@ -265,10 +266,14 @@ void check_variant(int64_t variant, ScalarType dtype, const GpuInfo& gpu, bool t
 //      cuBLAS's TF32 kernels;
 //    - float64 on compute >= 8.0: fp64_dmma (the tensor cores' float64 mma), else 06_async_pipeline;
 //    - float32 otherwise: 06_async_pipeline, the fastest CUDA-core step at every shape measured (docs/matmul.md).
+// A batch of products takes the same kernel as one of its matrices, but for skinny outputs: matvec runs one matrix
+// per launch, and a batch of them is better served by the tiled kernels' one launch (kBatched). A kernel without
+// kBatched runs a batch one matrix at a time (launch below).
 // shape: the output's (M, N), or nullptr to ask about large outputs (build_info, the doctor).
 // *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
-const Kernel& pick_kernel(ScalarType dtype, const GpuInfo& gpu, bool tf32, const int64_t* shape, std::string* reason) {
-  const bool skinny = shape != nullptr && std::min(shape[0], shape[1]) <= kSkinnyMaxSide;
+const Kernel& pick_kernel(ScalarType dtype, const GpuInfo& gpu, bool tf32, const int64_t* shape, std::string* reason,
+                          bool batched = false) {
+  const bool skinny = shape != nullptr && !batched && std::min(shape[0], shape[1]) <= kSkinnyMaxSide;
   // The kernel made for skinny outputs that runs here (nullptr: none): skinny outputs take it; the reason names it
   // for the others.
   const Kernel* skinny_kernel = nullptr;
@@ -321,16 +326,16 @@ class TensorWorkspace final : public matmul_ladder::Workspace {
     return keep_.back().mutable_data_ptr();
   }
 
-  void* copy_2d(const void* src, Dtype dtype, int64_t rows, int64_t cols, int64_t s0, int64_t s1,
-                int64_t pitch) override {
+  void* copy_3d(const void* src, Dtype dtype, int64_t batch, int64_t rows, int64_t cols, int64_t s_batch, int64_t s0,
+                int64_t s1, int64_t pitch) override {
     CUDA_KERNELS_CHECK(pitch >= cols, "cuda_kernels.matmul: a copy's pitch ", pitch, " is less than its ", cols,
                        " columns");
     const ScalarType type = scalar_type_of(dtype);
     // A view of src (read below; the copy is an ordinary torch copy on the current stream).
-    const int64_t sizes[2] = {rows, cols}, strides[2] = {s0, s1}, padded[2] = {rows, pitch};
+    const int64_t sizes[3] = {batch, rows, cols}, strides[3] = {s_batch, s0, s1}, padded[3] = {batch, rows, pitch};
     const Tensor from = torch::stable::from_blob(const_cast<void*>(src), sizes, strides, like_.device(), type);
     keep_.push_back(torch::stable::new_empty(like_, padded, type));
-    Tensor into = torch::stable::narrow(keep_.back(), 1, 0, cols);
+    Tensor into = torch::stable::narrow(keep_.back(), 2, 0, cols);
     torch::stable::copy_(into, from);
     return keep_.back().mutable_data_ptr();
   }
@@ -340,26 +345,50 @@ class TensorWorkspace final : public matmul_ladder::Workspace {
   std::vector<Tensor> keep_;
 };
 
-// Runs `kernel` (its needs checked) on a (M, K) and b (K, N) into c, allocated (M, N) row-major; M, N, K >= 1.
-// Copies a and b to row-major first when the kernel needs it. bias (contiguous, N elements) and act: linear's
-// epilogue, only for kernels with kFusedEpilogue.
+// Runs `kernel` (its needs checked) on a (M, K) and b (K, N) into c, allocated (M, N) row-major, or on a batch: a
+// (batch, M, K), b (batch, K, N), c (batch, M, N); M, N, K >= 1. Copies a and b to row-major first when the kernel
+// needs it (a broadcast operand, batch stride 0, stays one matrix). A kernel without kBatched runs a batch one
+// matrix at a time. bias (contiguous, N elements) and act: linear's epilogue, only for kernels with kFusedEpilogue.
 void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& kernel, const void* bias = nullptr,
             Activation act = Activation::kNone) {
   const bool row_major = kernel.requirements & kRowMajorInputs;
-  const Tensor a = row_major ? torch::stable::contiguous(a_in) : a_in;
-  const Tensor b = row_major ? torch::stable::contiguous(b_in) : b_in;
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  const int64_t d = a_in.dim() - 2;  // the first matrix dimension
+  const int64_t batch = d == 1 ? a_in.size(0) : 1;
+  // An operand as the kernel reads it, and its batch stride (elements).
+  const auto operand = [&](const Tensor& t) -> std::pair<Tensor, int64_t> {
+    const bool broadcast = batch > 1 && t.stride(0) == 0;
+    if (!row_major) return {t, batch > 1 ? t.stride(0) : 0};
+    if (broadcast) return {torch::stable::contiguous(torch::stable::select(t, 0, 0)), 0};
+    return {torch::stable::contiguous(t), t.size(d) * t.size(d + 1)};
+  };
+  const auto [a, sa_batch] = operand(a_in);
+  const auto [b, sb_batch] = operand(b_in);
+  const int64_t M = a_in.size(d), K = a_in.size(d + 1), N = b_in.size(d + 1);
+  const int64_t da = a.dim() - 2, db = b.dim() - 2;  // a broadcast operand is 2-D now
   const int device = c.get_device_index();
   TensorWorkspace workspace(c);
   matmul_ladder::Args args{ladder_dtype(a.scalar_type()), a.const_data_ptr(), b.const_data_ptr(), c.mutable_data_ptr(),
                            M, N, K,
                            // Row-major kernels are promised the row-major strides, even where a size-1 dim of a
                            // contiguous tensor carries another stride.
-                           row_major ? K : a.stride(0), row_major ? 1 : a.stride(1), row_major ? N : b.stride(0),
-                           row_major ? 1 : b.stride(1), device, current_stream(device), &workspace};
+                           row_major ? K : a.stride(da), row_major ? 1 : a.stride(da + 1), row_major ? N : b.stride(db),
+                           row_major ? 1 : b.stride(db + 1), device, current_stream(device), &workspace};
   args.bias = bias;
   args.activation = act;
-  kernel.launch(args);
+  if (batch == 1 || (kernel.requirements & kBatched)) {
+    args.batch = batch;
+    args.sa_batch = sa_batch;
+    args.sb_batch = sb_batch;
+    kernel.launch(args);
+    return;
+  }
+  const int64_t size = static_cast<int64_t>(c.element_size());
+  for (int64_t i = 0; i < batch; ++i) {
+    args.a = static_cast<const char*>(a.const_data_ptr()) + i * sa_batch * size;
+    args.b = static_cast<const char*>(b.const_data_ptr()) + i * sb_batch * size;
+    args.c = static_cast<char*>(c.mutable_data_ptr()) + i * M * N * size;
+    kernel.launch(args);
+  }
 }
 
 // A dtype name of the queries as (dtype, TF32 allowed): "float32+tf32" is float32 with TF32 allowed (the Python
@@ -387,14 +416,17 @@ Tensor matmul_cuda(const Tensor& a, const Tensor& b, int64_t variant, bool allow
   const bool tf32 = a.scalar_type() == ScalarType::Float && allow_tf32;
   check_variant(variant, a.scalar_type(), gpu, tf32);
   const torch::stable::accelerator::DeviceGuard guard(a.get_device_index());
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  const int64_t shape[2] = {M, N};
+  const int64_t d = a.dim() - 2;  // the first matrix dimension (1 for a batch)
+  const int64_t M = a.size(d), K = a.size(d + 1), N = b.size(d + 1);
+  const int64_t batch = d == 1 ? a.size(0) : 1;
+  const std::vector<int64_t> shape = matmul_output_shape(a, b);
   // K = 0 never reaches a kernel (they assume K >= 1): an empty sum is 0, as in torch.mm.
   if (K == 0) return torch::stable::new_zeros(a, shape);
   Tensor c = new_output(a, shape);
-  if (M > 0 && N > 0) {
+  if (batch > 0 && M > 0 && N > 0) {
+    const int64_t mn[2] = {M, N};
     const Kernel& kernel =
-        variant == 0 ? pick_kernel(a.scalar_type(), gpu, tf32, shape, nullptr) : kKernels[variant - 1];
+        variant == 0 ? pick_kernel(a.scalar_type(), gpu, tf32, mn, nullptr, batch > 1) : kKernels[variant - 1];
     launch(a, b, c, kernel);
   }
   return c;

@@ -97,6 +97,19 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
 #endif
 }
 
+// tma_load_2d for a 3-D tensor map (a batch of matrices, c2 the matrix): a box of one matrix, laid out in shared
+// memory as the 2-D box is.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2,
+                                            uint32_t bar) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#endif
+}
+
 // Copies the box at shared address `src` (the 128-byte-swizzled layout of a load with the same box) to the 2-D
 // tensor map's box at element coordinates (c0, c1); the parts of the box outside the matrix are not written.
 // Completion is tracked per thread in bulk groups (bulk_commit / bulk_wait_read).
@@ -117,6 +130,17 @@ __device__ __forceinline__ void tma_store_2d_hint(const CUtensorMap* map, uint32
                    reinterpret_cast<uint64_t>(map)),
                "r"(c0), "r"(c1), "r"(src), "l"(policy)
                : "memory");
+#endif
+}
+// tma_store_2d_hint for a 3-D tensor map (c2 the matrix of a batch).
+__device__ __forceinline__ void tma_store_3d_hint(const CUtensorMap* map, uint32_t src, int32_t c0, int32_t c1,
+                                                  int32_t c2, uint64_t policy) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2, %3}], [%4], %5;\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(c0), "r"(c1), "r"(c2), "r"(src), "l"(policy)
+      : "memory");
 #endif
 }
 __device__ __forceinline__ void bulk_commit() {
@@ -268,6 +292,48 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask)
       : "memory");
 #endif
+}
+
+// tma_load_2d_multicast for a 3-D tensor map (c2 the matrix of a batch).
+__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1,
+                                                      int32_t c2, uint32_t bar, uint16_t cta_mask) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(cta_mask)
+      : "memory");
+#endif
+}
+
+// The loads and the store above for a map of kRank 2 (c2 unused) or 3 (c2 the matrix of a batch), so that a
+// kernel can take a batch or not by a template parameter, without a third coordinate where it has none.
+template <int kRank>
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2,
+                                         uint32_t bar) {
+  if constexpr (kRank == 3) {
+    tma_load_3d(dst, map, c0, c1, c2, bar);
+  } else {
+    tma_load_2d(dst, map, c0, c1, bar);
+  }
+}
+template <int kRank>
+__device__ __forceinline__ void tma_load_multicast(uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1,
+                                                   int32_t c2, uint32_t bar, uint16_t cta_mask) {
+  if constexpr (kRank == 3) {
+    tma_load_3d_multicast(dst, map, c0, c1, c2, bar, cta_mask);
+  } else {
+    tma_load_2d_multicast(dst, map, c0, c1, bar, cta_mask);
+  }
+}
+template <int kRank>
+__device__ __forceinline__ void tma_store_hint(const CUtensorMap* map, uint32_t src, int32_t c0, int32_t c1, int32_t c2,
+                                               uint64_t policy) {
+  if constexpr (kRank == 3) {
+    tma_store_3d_hint(map, src, c0, c1, c2, policy);
+  } else {
+    tma_store_2d_hint(map, src, c0, c1, policy);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -590,10 +656,13 @@ __device__ __forceinline__ uint16_t pack1(float x) {
 
 // A GEMM operand as TMA reads it. mn_major: element (i, k) of A (i = m) or of B transposed (i = n) lies at
 // ptr[k * ld + i]; else at ptr[i * ld + k]. ptr must be 16-byte aligned and ld * element size a multiple of 16.
+// In a batch (only step 12 takes one), matrix j starts batch_stride elements after matrix j - 1 (a multiple of 16
+// bytes, at least a matrix), or batch_stride is 0: one matrix for the whole batch.
 struct Operand {
   const void* ptr;
   int64_t ld;
   bool mn_major;
+  int64_t batch_stride = 0;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -620,26 +689,50 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
+// cuTensorMapEncodeTiled for a `rank`-dimensional map of 16-bit (bf16 or fp16) or fp32 elements, dims[0]
+// contiguous, strides (bytes) of dimensions 1 and up, 128-byte swizzle, zeros read outside the tensor.
+inline bool encode_tiled(CUtensorMap* map, bool bf16, bool fp32, const void* base, uint32_t rank,
+                         const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const CUtensorMapDataType type = fp32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult res =
+      encode(map, type, rank, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS;
+}
+
 // A 2-D tensor map over a matrix of `outer` rows of `inner` contiguous elements (16-bit bf16/fp16, or 32-bit
 // fp32 with `fp32`), `row_stride` elements apart, read in boxes of box_outer x box_inner elements (box_inner
 // elements <= 128 bytes) into 128-byte-swizzled shared memory. Reads outside the matrix return zeros. Needs
 // base % 16 == 0 and a row stride that is a multiple of 16 bytes. Returns false when the driver rejects it.
 inline bool encode_tensor_map_2d(CUtensorMap* map, bool bf16, const void* base, uint64_t inner, uint64_t outer,
                                  uint64_t row_stride, uint32_t box_inner, uint32_t box_outer, bool fp32 = false) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  if (encode == nullptr) return false;
   const uint64_t elem_bytes = fp32 ? 4 : 2;
-  const CUtensorMapDataType type = fp32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-                                   : bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const cuuint64_t dims[2] = {inner, outer};
-  const cuuint64_t strides[1] = {row_stride * elem_bytes};  // bytes, for dimension 1 (dimension 0 is contiguous)
+  const cuuint64_t strides[1] = {row_stride * elem_bytes};
   const cuuint32_t box[2] = {box_inner, box_outer};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult res =
-      encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return res == CUDA_SUCCESS;
+  return encode_tiled(map, bf16, fp32, base, 2, dims, strides, box);
+}
+
+// The same over `batch` such matrices, batch_stride elements apart (a multiple of 16 bytes), as a 3-D map whose
+// boxes lie in one matrix (coordinate 2 the matrix; step 12 loads them with tma_load_3d), or with rank 2 a 2-D
+// map of the one matrix (batch must be 1).
+inline bool encode_tensor_map_3d(CUtensorMap* map, bool bf16, const void* base, uint64_t inner, uint64_t outer,
+                                 uint64_t batch, uint64_t row_stride, uint64_t batch_stride, uint32_t box_inner,
+                                 uint32_t box_outer, int rank = 3) {
+  if (rank == 2)
+    return batch == 1 && encode_tensor_map_2d(map, bf16, base, inner, outer, row_stride, box_inner, box_outer);
+  constexpr uint64_t elem_bytes = 2;
+  // One matrix: its size as the batch stride (never used to address, but the driver checks it).
+  if (batch == 1) batch_stride = row_stride * outer;
+  const cuuint64_t dims[3] = {inner, outer, batch};
+  const cuuint64_t strides[2] = {row_stride * elem_bytes, batch_stride * elem_bytes};
+  const cuuint32_t box[3] = {box_inner, box_outer, 1};
+  return encode_tiled(map, bf16, false, base, 3, dims, strides, box);
 }
 
 constexpr int kMaxDevices = 64;  // devices whose per-device launch settings are cached (more: set every launch)
@@ -677,21 +770,32 @@ namespace cuda_kernels::hopper {
 // Anything else (other strides, a base not 16-byte aligned, a pitch not a multiple of 16 bytes) is copied into the
 // workspace, row-major with a padded pitch, whose logical size stays rows x cols (TMA's zero fill still covers the
 // tails). For A (M x K) row-major means K-major; for B (K x N) it means MN-major: callers flip mn_major for B.
+// A batch of `batch` such matrices s_batch elements apart (0: the same matrix for all) is read as it is when each
+// matrix starts 16-byte aligned past the previous one's rows, else copied whole (one copy for s_batch 0).
 inline Operand tma_operand(const void* p, matmul_ladder::Dtype dtype, int64_t rows, int64_t cols, int64_t s0,
-                           int64_t s1, matmul_ladder::Workspace& workspace) {
+                           int64_t s1, matmul_ladder::Workspace& workspace, int64_t batch = 1, int64_t s_batch = 0) {
   constexpr int64_t kAlignBytes = 16;  // TMA: 16-byte base and row pitch
   const int64_t pitch_elems = kAlignBytes / matmul_ladder::dtype_size(dtype);
   const auto round_up = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
+  const int64_t stride = batch > 1 ? s_batch : 0;  // the Operand's batch_stride
+  // Whether a matrix of `lines` rows (or columns) `ld` apart may be read batch-wise with the batch's stride.
+  const auto batch_fits = [&](int64_t lines, int64_t ld) {
+    return stride == 0 || (stride % pitch_elems == 0 && stride >= lines * ld);
+  };
   if (reinterpret_cast<uintptr_t>(p) % kAlignBytes == 0) {
     if ((s1 == 1 || cols == 1) && (rows == 1 || (s0 % pitch_elems == 0 && s0 >= cols))) {
-      return {p, rows == 1 ? round_up(cols, pitch_elems) : s0, false};
+      const int64_t ld = rows == 1 ? round_up(cols, pitch_elems) : s0;
+      if (batch_fits(rows, ld)) return {p, ld, false, stride};
     }
     if ((s0 == 1 || rows == 1) && (cols == 1 || (s1 % pitch_elems == 0 && s1 >= rows))) {
-      return {p, cols == 1 ? round_up(rows, pitch_elems) : s1, true};
+      const int64_t ld = cols == 1 ? round_up(rows, pitch_elems) : s1;
+      if (batch_fits(cols, ld)) return {p, ld, true, stride};
     }
   }
   const int64_t pitch = round_up(cols, pitch_elems);
-  return {workspace.copy_2d(p, dtype, rows, cols, s0, s1, pitch), pitch, false};
+  const int64_t copies = stride == 0 ? 1 : batch;
+  return {workspace.copy_3d(p, dtype, copies, rows, cols, stride, s0, s1, pitch), pitch, false,
+          copies > 1 ? rows * pitch : 0};
 }
 
 // One call of a Hopper ladder step (9-13) as its kernels' launcher takes it: the sizes checked, a and b described
@@ -699,6 +803,7 @@ inline Operand tma_operand(const void* p, matmul_ladder::Dtype dtype, int64_t ro
 struct Call {
   bool bf16;
   int M, N, K;
+  int batch;  // products (only step 12 is given more than one)
   Operand a, b;
   void* c;
   int device;
@@ -726,14 +831,16 @@ inline Call prepare_call(const char* step, const matmul_ladder::Args& args, bool
   // grouped_tile's 32-bit tile indices: every tile of these steps is at least 64 x 64 (never reached in practice:
   // an output with 2^31 such tiles would take 16 TB).
   constexpr int64_t kTile = 64;
-  CUDA_KERNELS_CHECK((M + kTile - 1) / kTile * ((N + kTile - 1) / kTile) <= kMaxDim, op, ": step ", step,
-                     " needs fewer than 2^31 output tiles of 64 x 64");
+  const int64_t batch = args.batch;
+  CUDA_KERNELS_CHECK(batch <= kMaxDim && (M + kTile - 1) / kTile * ((N + kTile - 1) / kTile) <= kMaxDim / batch, op,
+                     ": step ", step, " needs fewer than 2^31 output tiles of 64 x 64");
   Call call{args.dtype == Dtype::kBFloat16,
             static_cast<int>(M),
             static_cast<int>(N),
             static_cast<int>(K),
-            tma_operand(args.a, args.dtype, M, K, args.sa0, args.sa1, *args.workspace),
-            tma_operand(args.b, args.dtype, K, N, args.sb0, args.sb1, *args.workspace),
+            static_cast<int>(batch),
+            tma_operand(args.a, args.dtype, M, K, args.sa0, args.sa1, *args.workspace, batch, args.sa_batch),
+            tma_operand(args.b, args.dtype, K, N, args.sb0, args.sb1, *args.workspace, batch, args.sb_batch),
             args.c,
             args.device,
             args.stream};

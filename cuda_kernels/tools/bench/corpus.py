@@ -1,6 +1,6 @@
 """The matmul shapes of the benchmark's linear entries and their targets (scripts/check_targets.py), as (M, N, K) =
-tokens x out_features x in_features of x @ weight.T. Plain Python, no import: the targets script loads this file by
-path, without the package (which loads the extension).
+tokens x out_features x in_features of x @ weight.T, and of its batched entry. Plain Python, no import: the targets
+script loads this file by path, without the package (which loads the extension).
 """
 
 from __future__ import annotations
@@ -55,3 +55,17 @@ AWKWARD_SHAPES: list[Shape] = [
     (4096, 4096, 16),
 ]
 CORPUS_SHAPES: list[Shape] = model_layer_shapes() + AWKWARD_SHAPES
+
+# Batched products (torch.bmm's shapes) as (batch, M, N, K, k_major_b): attention's scores Q @ K^T (b a transposed
+# view, k contiguous: k_major_b = 1) and its P @ V (b row-major) at head dims 128 and 64, prefill (2048 / 1024
+# tokens) and decode (one query row per sequence and head: 8 sequences x 32 heads, context 2048), and a batch of
+# large products.
+BATCHED_SHAPES: list[Shape] = [
+    (32, 2048, 2048, 128, 1),
+    (32, 2048, 128, 2048, 0),
+    (64, 1024, 1024, 64, 1),
+    (64, 1024, 64, 1024, 0),
+    (256, 1, 2048, 128, 1),
+    (256, 1, 128, 2048, 0),
+    (8, 2048, 2048, 2048, 0),
+]

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import cuda_kernels
-from cuda_kernels.tools.bench.corpus import AWKWARD_SHAPES, CORPUS_SHAPES, LINEAR_SHAPES
+from cuda_kernels.tools.bench.corpus import AWKWARD_SHAPES, BATCHED_SHAPES, CORPUS_SHAPES, LINEAR_SHAPES
 from cuda_kernels.tools.testing import check_matmul, matmul_error_bound, tf32_matmul_error_bound
 
 Shape = tuple[int, ...]
@@ -605,6 +605,69 @@ MATMUL_MODELS = linear_entry(
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Batched matmul: a (batch, M, K) @ b (batch, K, N), torch.bmm's shapes, against torch.matmul (cuBLAS's batched
+# GEMM): `--op matmul_batched` (not in all). A shape is (batch, M, N, K, k_major_b); k_major_b = 1 gives b as the
+# transposed view of a (batch, N, K) tensor, as attention's Q @ K^T reads K.
+
+
+def parse_batched_size(text: str) -> Shape:
+    """'32x2048x2048x128' -> (32, 2048, 2048, 128, 0): batch x M x N x K; a trailing 't' (…x128t) takes b K-major."""
+    try:
+        body = text.strip().lower()
+        k_major = body.endswith("t")
+        dims = [_number(d) for d in body.removesuffix("t").split("x")]
+        if len(dims) != 4 or min(dims) < 1 or max(dims[1:]) > MAX_MATMUL_DIM:
+            raise ValueError
+        return (*dims, int(k_major))
+    except ValueError:
+        raise ValueError(f"--size {text!r}: expected BxMxNxK, or BxMxNxKt for b K-major") from None
+
+
+def batched_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, gen: torch.Generator) -> list[Tensor]:
+    """[a (batch, M, K), b (batch, K, N)], random normal scaled by 1 / sqrt(K); b a transposed (batch, N, K) tensor
+    when k_major_b."""
+    batch, m, n, k, k_major = shape
+    a = (torch.randn(batch, m, k, generator=gen, device=device) / math.sqrt(k)).to(dtype)
+    if k_major:
+        b = torch.randn(batch, n, k, generator=gen, device=device).to(dtype).transpose(1, 2)
+    else:
+        b = torch.randn(batch, k, n, generator=gen, device=device).to(dtype)
+    return [a, b]
+
+
+def _check_batched(inputs: list[Tensor], out: Tensor, math_mode: str | None) -> tuple[bool | None, str]:
+    """Each matrix of out against its float64 product (check_matmul's bound)."""
+    a, b = inputs
+    for i in range(a.shape[0]):
+        ok, message = check_matmul(a[i], b[i], out[i], tf32=math_mode == "tf32")
+        if not ok:
+            return ok, f"matrix {i}: {message}"
+    return True, ""
+
+
+MATMUL_BATCHED = BenchOp(
+    name="matmul_batched",
+    make_inputs=batched_inputs,
+    ours=lambda inputs, variant: lambda: cuda_kernels.matmul(*inputs),
+    torch=lambda inputs: lambda: torch.matmul(*inputs),
+    check=_check_batched,
+    bytes_moved=lambda shape, itemsize: shape[0] * (shape[1] * shape[3] + shape[3] * shape[2] + shape[1] * shape[2]) * itemsize,
+    flops=lambda shape: 2 * math.prod(shape[:4]),
+    parse_size=parse_batched_size,
+    format_shape=lambda shape: "x".join(str(d) for d in shape[:4]) + ("t" if shape[4] else ""),
+    sweep=Sweep(
+        default=BATCHED_SHAPES,
+        quick=BATCHED_SHAPES[:2] + BATCHED_SHAPES[4:6],
+        cpu=[(4, 64, 64, 32, 1), (4, 64, 32, 64, 0)],
+        cpu_quick=[(4, 64, 64, 32, 1)],
+        iters=BATCHED_SHAPES[0],
+        cpu_iters=(4, 64, 64, 32, 1),
+    ),
+    in_all=False,
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Row-wise ops (rms_norm, and those `python -m cuda_kernels.new NAME --kind rowwise` adds): x of (rows, n), reduced
 # over each row, forward and backward. Each is memory-bound: its roofline is a copy of x in the same case (a row
 # "copy:<op>" of its own, so the forward's and backward's copies at one shape stay two records), compared by
@@ -873,6 +936,7 @@ OPS_IN_ORDER: tuple[BenchOp, ...] = (
     LINEAR_GELU,
     LINEAR,
     MATMUL_MODELS,
+    MATMUL_BATCHED,
     *RMS_NORM_OPS,
     LLAMA_PREFILL,
     # python -m cuda_kernels.new adds new ops above this line

@@ -226,13 +226,15 @@ constexpr int arch_min_blocks() {
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(Cfg::kMinBlocks, kArchSmemPerSm / kPerBlock)));
 }
 
-// C = A @ B for one block tile per block (blockIdx.x, in grouped order). Split-K: block (x, y) sums only
-// k in [y * k_split, (y + 1) * k_split) and writes its partial tile to C + y * M * N (the launcher then adds the
+// C = A @ B for one block tile per block (blockIdx.x, in grouped order) of matrix blockIdx.z of a batch (A and B
+// sa_batch and sb_batch elements apart, C M * N). Split-K: block (x, y, z) sums only k in [y * k_split,
+// (y + 1) * k_split) and writes its partial tile to C + (y * gridDim.z + z) * M * N (the launcher then adds the
 // gridDim.y partial products); without a split, gridDim.y = 1 and k_split = K.
 template <class Cfg, typename scalar_t, bool kVec>
 __global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, opmath_type<scalar_t>>()))
     matmul_kernel_06_async_pipeline(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
-                                    scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K, int64_t k_split) {
+                                    scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K, int64_t k_split,
+                                    int64_t sa_batch, int64_t sb_batch) {
   using acc_t = opmath_type<scalar_t>;
   constexpr int BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK, TM = Cfg::kTM, TN = Cfg::kTN, S = Cfg::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -255,13 +257,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, opmath_ty
   const int64_t in_group = tile - group * kGroupM * n_tiles;
   const int64_t row0 = (first_m + in_group % group_rows) * BM;
   const int64_t col0 = (in_group / group_rows) * BN;
+  A += blockIdx.z * sa_batch;
+  B += blockIdx.z * sb_batch;
+  C += (blockIdx.y * int64_t{gridDim.z} + blockIdx.z) * M * N;
   // This block's share of K: A's columns and B's rows from k_begin on, k_len of them.
   const int64_t k_begin = blockIdx.y * k_split;
   const int64_t k_len = std::min(K - k_begin, k_split);
   const int64_t k_tiles = ceil_div<int64_t>(k_len, BK);
   const scalar_t* const A_k = A + k_begin;
   const scalar_t* const B_k = B + k_begin * N;
-  C += blockIdx.y * M * N;
 
   TileLoader<Cfg, kVec, scalar_t> loader(A_k, K, B_k, M, N, k_len, row0, col0);
   // Prologue: slabs 0 .. S - 2 in flight, one commit group each (possibly empty, to keep the count).
@@ -336,8 +340,9 @@ __global__ void matmul_kernel_06_splitk_reduce(const float* __restrict__ partial
   }
 }
 
-// Launches one configuration, one block per output tile and `splits` blocks along K (splits > 1: float32 with
-// kVec only; partial products go to a (splits, M, N) workspace, then matmul_kernel_06_splitk_reduce).
+// Launches one configuration, one block per output tile and matrix of a batch and `splits` blocks along K (splits
+// > 1: float32 with kVec only; partial products go to a (splits, batch, M, N) workspace, then
+// matmul_kernel_06_splitk_reduce).
 // Raises the kernel's dynamic shared-memory limit once per device.
 template <class Cfg, typename scalar_t, bool kVec>
 void launch_config(const Args& args, int64_t splits) {
@@ -363,24 +368,32 @@ void launch_config(const Args& args, int64_t splits) {
   // Each split covers a whole number of slabs; recount the splits after rounding.
   const int64_t k_split = splits > 1 ? ceil_div<int64_t>(ceil_div<int64_t>(K, splits), Cfg::kBK) * Cfg::kBK : K;
   splits = ceil_div<int64_t>(K, k_split);
-  if (splits == 1) {
-    kernel<<<dim3(static_cast<unsigned>(tiles)), Cfg::kThreads, smem, stream>>>(
-        args.a_ptr<scalar_t>(), args.b_ptr<scalar_t>(), args.c_ptr<scalar_t>(), M, N, K, K);
-    CUDA_KERNELS_LAUNCH_CHECK();
-    return;
-  }
-  if constexpr (std::is_same_v<scalar_t, float> && kVec) {
-    auto* partial = static_cast<float*>(args.workspace->alloc(sizeof(float) * splits * M * N));
-    kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), Cfg::kThreads, smem, stream>>>(
-        args.a_ptr<float>(), args.b_ptr<float>(), partial, M, N, K, k_split);
-    CUDA_KERNELS_LAUNCH_CHECK();
-    constexpr int kReduceThreads = 256;
-    const int64_t blocks = std::min<int64_t>(ceil_div<int64_t>(M * N / 4, kReduceThreads), 65535);
-    matmul_kernel_06_splitk_reduce<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(
-        partial, args.c_ptr<float>(), M * N, static_cast<int>(splits));
-    CUDA_KERNELS_LAUNCH_CHECK();
-  } else {
+  if (splits > 1 && !(std::is_same_v<scalar_t, float> && kVec)) {
     fail("cuda_kernels.matmul: split-K is only implemented for float32");
+  }
+  // A batch: blockIdx.z is the matrix, kMaxGridZ of them per launch.
+  for (int64_t first = 0; first < args.batch; first += kMaxGridZ) {
+    const int64_t count = std::min<int64_t>(args.batch - first, kMaxGridZ);
+    const scalar_t* const a = args.a_ptr<scalar_t>() + first * args.sa_batch;
+    const scalar_t* const b = args.b_ptr<scalar_t>() + first * args.sb_batch;
+    scalar_t* const c = args.c_ptr<scalar_t>() + first * M * N;
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits), static_cast<unsigned>(count));
+    if (splits == 1) {
+      kernel<<<grid, Cfg::kThreads, smem, stream>>>(a, b, c, M, N, K, K, args.sa_batch, args.sb_batch);
+      CUDA_KERNELS_LAUNCH_CHECK();
+      continue;
+    }
+    if constexpr (std::is_same_v<scalar_t, float> && kVec) {
+      // Partial products as (splits, count, M, N), then their sum.
+      auto* partial = static_cast<float*>(args.workspace->alloc(sizeof(float) * splits * count * M * N));
+      kernel<<<grid, Cfg::kThreads, smem, stream>>>(a, b, partial, M, N, K, k_split, args.sa_batch, args.sb_batch);
+      CUDA_KERNELS_LAUNCH_CHECK();
+      constexpr int kReduceThreads = 256;
+      const int64_t blocks = std::min<int64_t>(ceil_div<int64_t>(count * M * N / 4, kReduceThreads), 65535);
+      matmul_kernel_06_splitk_reduce<<<static_cast<unsigned>(blocks), kReduceThreads, 0, stream>>>(
+          partial, c, count * M * N, static_cast<int>(splits));
+      CUDA_KERNELS_LAUNCH_CHECK();
+    }
   }
 }
 
@@ -511,12 +524,15 @@ void launch_06_async_pipeline(const Args& args) {
                        " (the device's opt-in limit, capped by the smem_limit_bytes knob when set)");
   } else if (M <= kSkinnyMaxM) {
     cfg = &first_that_fits(kSkinnyPreference, limit);
-  } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * kSmallProblemDivisor < sms) {
+  } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * args.batch *
+                 kSmallProblemDivisor <
+             sms) {
     cfg = &first_that_fits(kSmallProblemPreference, limit);
   } else {
     cfg = &first_that_fits(kGeneralPreference, limit);
   }
-  const int64_t tiles = ceil_div<int64_t>(M, cfg->bm) * ceil_div<int64_t>(N, cfg->bn);
+  // A batch's matrices are tiles too: they fill the SMs together.
+  const int64_t tiles = ceil_div<int64_t>(M, cfg->bm) * ceil_div<int64_t>(N, cfg->bn) * args.batch;
   int64_t splits = choose_splits(tiles, K, cfg->bk, cfg->min_blocks, sms);
   if (knobs.splits06 > 0) splits = std::min<int64_t>(knobs.splits06, K);
   cfg->launch(args, splits);

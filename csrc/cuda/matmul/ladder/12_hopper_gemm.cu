@@ -14,13 +14,13 @@ void launch_12_hopper_gemm(const Args& args) {
   // Stream-K scratch from the call's workspace (torch's caching allocator: stream-ordered, so concurrent calls never
   // share it; under graph capture it is the graph's own), only for shapes that use stream-K.
   wgmma12::Workspace ws;
-  if (wgmma12::wants_workspace(call.M, call.N, call.K, sms)) {
+  if (wgmma12::wants_workspace(call.M, call.N, call.K, call.batch, sms)) {
     ws.bytes = wgmma12::workspace_bytes(sms);
     ws.ptr = args.workspace->alloc(ws.bytes);
   }
   const wgmma12::Epilogue epi{static_cast<const uint16_t*>(args.bias), args.activation};
-  hopper::check_launch("12_hopper_gemm", wgmma12::launch(call.bf16, call.M, call.N, call.K, call.a, call.b, call.c, sms,
-                                                         call.stream, {}, ws, epi));
+  hopper::check_launch("12_hopper_gemm", wgmma12::launch(call.bf16, call.M, call.N, call.K, call.batch, call.a, call.b,
+                                                         call.c, sms, call.stream, {}, ws, epi));
 }
 
 }  // namespace cuda_kernels::matmul_ladder

@@ -72,6 +72,11 @@ struct Config {
   static constexpr int BN = BN_, CM = CM_, S = S_, kOutCols = OutCols_;
   static constexpr int kPasses = BN / OutCols_;
   static constexpr bool kWoven = Woven_ && kPasses > 1;
+  // Whether it runs a batch of products (batch > 1). Not the woven configuration: its consumers' registers are
+  // all taken (the accumulators and the woven pass, 160 of 168), and the matrix index beside its tile made it
+  // spill; a batch runs on the narrower tiles (pick_block_n).
+  static constexpr bool kBatches = !kWoven;
+  static constexpr int kMapRank = kBatches ? 3 : 2;  // its tensor maps: 3-D (the matrix of a batch third), or 2-D
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma widths 64, 128, 256 are instantiated");
   // A block's share of the B slab (cluster of CM): BN / CM rows of a K-major slab, kBK / CM k rows of every box of
   // an MN-major one; either way whole 8-row periods of the 128-byte swizzle.
@@ -210,15 +215,20 @@ __device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue&
 
 // C (M x N, row-major, 16-bit bits) = A @ B. kAMN: A is MN-major (stored as (K, M), m contiguous), else K-major
 // ((M, K), k contiguous). kBKMaj: B is K-major ((N, K), k contiguous), else MN-major ((K, N), n contiguous).
-// Tensor maps: A K-major {K, M} boxes {64, 128}; A MN-major {M, K} boxes {64, 64}; B MN-major {N, K} boxes
-// {64, 64 / CM}; B K-major {K, N} boxes {64, BN / CM}; C {N, M} boxes {64, 64}.
+// Tensor maps (3-D: the third coordinate is the matrix of a batch): A K-major {K, M} boxes {64, 128}; A MN-major
+// {M, K} boxes {64, 64}; B MN-major {N, K} boxes {64, 64 / CM}; B K-major {K, N} boxes {64, BN / CM}; C {N, M}
+// boxes {64, 64}; 3-D maps with the matrix of a batch third (Cfg::kMapRank; 2-D where the configuration takes no
+// batch). A batch of `batch` products (configurations with kBatches only): tile indices run over every
+// matrix's tiles, matrix by matrix; C's matrices are M * N elements apart; bit 0 (A) and bit 1 (B) of `batched` say
+// which operand has a matrix per product (the other's map holds one matrix, read for all).
 // k_splits > 1 (only with CM == 1, stream-K off, and one tile per cluster): clusters of k_splits blocks split each
 // tile's k-slabs and add up through distributed shared memory.
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_12_hopper_gemm(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                  const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
-                                 int M, int N, int K, int group_m, StreamK sk, int k_splits, Epilogue epi) {
+                                 int M, int N, int K, int batch, int batched, int group_m, StreamK sk, int k_splits,
+                                 Epilogue epi) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BN = Cfg::BN, CM = Cfg::CM, S = Cfg::S;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -251,9 +261,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
   const int m_tiles = (M + kBM - 1) / kBM, n_tiles = (N + BN - 1) / BN;
-  const int m_pairs = (m_tiles + CM - 1) / CM;  // super-tile rows: CM row tiles each
-  const int64_t tiles = int64_t{m_pairs} * n_tiles;
+  const int m_pairs = (m_tiles + CM - 1) / CM;           // super-tile rows: CM row tiles each
+  if constexpr (!Cfg::kBatches) batch = 1, batched = 0;  // the launcher passes one product (kBatches)
+  const int64_t tiles = int64_t{m_pairs} * n_tiles * batch;
   const int k_slabs = (K + kBK - 1) / kBK;
+  // A super-tile's matrix of the batch, and its row and column in that matrix's grouped order (32-bit divisions,
+  // as grouped_tile's: prepare_call keeps tile counts below 2^31).
+  const auto locate = [&](int64_t tile, int& tp, int& tn, int& bi) {
+    if constexpr (!Cfg::kBatches) {
+      bi = 0;
+      hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+      return;
+    }
+    const uint32_t t32 = static_cast<uint32_t>(tile);
+    const uint32_t per = static_cast<uint32_t>(m_pairs) * static_cast<uint32_t>(n_tiles);  // one matrix's
+    bi = static_cast<int>(t32 / per);
+    hopper::grouped_tile(t32 - static_cast<uint32_t>(bi) * per, m_pairs, n_tiles, group_m, tp, tn);
+  };
   const int wg = threadIdx.x / 128;
 
   if (wg == 0) {
@@ -264,9 +288,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint32_t phase = 0;
       for_each_work(cluster_id, clusters, tiles, sk.dp_tiles, k_slabs, [&](int64_t tile, int kb0, int kb1, Role, int) {
         k_share(kb0, kb1);
-        int tp, tn;
-        hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+        int tp, tn, bi;
+        locate(tile, tp, tn, bi);
         const int m0 = (tp * CM + static_cast<int>(rank)) * kBM, n0 = tn * BN;
+        const int ba = (batched & 1) ? bi : 0, bb = (batched & 2) ? bi : 0;  // the operands' matrices
         for (int kb = kb0; kb < kb1; ++kb) {
           const int k0 = kb * kBK;
           hopper::mbar_wait(hopper::smem_u32(&empty_bar[s]), phase ^ 1);
@@ -277,9 +302,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           // This block's share of the B slab goes into every block of the cluster (just this one when CM == 1).
           const auto load_b = [&](uint32_t dst, int c0, int c1) {
             if constexpr (CM > 1) {
-              hopper::tma_load_2d_multicast(dst, &tm_b, c0, c1, full, (1u << CM) - 1);
+              hopper::tma_load_multicast<Cfg::kMapRank>(dst, &tm_b, c0, c1, bb, full, (1u << CM) - 1);
             } else {
-              hopper::tma_load_2d(dst, &tm_b, c0, c1, full);
+              hopper::tma_load<Cfg::kMapRank>(dst, &tm_b, c0, c1, bb, full);
             }
           };
           if constexpr (kBKMaj) {
@@ -301,9 +326,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           if constexpr (kAMN) {
             // Two 64 m x 64 k boxes, one per consumer, 8 KB apart.
             for (int c = 0; c < kBM / kSwizzleCols; ++c)
-              hopper::tma_load_2d(a_dst + c * kBoxBytes, &tm_a, m0 + c * kSwizzleCols, k0, full);
+              hopper::tma_load<Cfg::kMapRank>(a_dst + c * kBoxBytes, &tm_a, m0 + c * kSwizzleCols, k0, ba, full);
           } else {
-            hopper::tma_load_2d(a_dst, &tm_a, k0, m0, full);
+            hopper::tma_load<Cfg::kMapRank>(a_dst, &tm_a, k0, m0, ba, full);
           }
           if (++s == S) s = 0, phase ^= 1;
         }
@@ -358,10 +383,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     // pair jj at last[2 * jj .. 2 * jj + 3]), pending until it is stored.
     [[maybe_unused]] uint32_t last[2 * kChunks];
     [[maybe_unused]] bool pending = false;
-    [[maybe_unused]] int pend_tm = 0, pend_tn = 0;
+    [[maybe_unused]] int pend_tm = 0, pend_tn = 0, pend_bi = 0;
     // Hands the buffer (the pending pass in it) to TMA: C is written once and read by nothing here, evict-first, so
     // that it does not push A and B out of L2.
-    const auto store_buffer = [&](int tm_, int tn_, int pass) {
+    const auto store_buffer = [&](int tm_, int tn_, int bi_, int pass) {
       hopper::fence_proxy_async_smem();
       hopper::named_barrier_sync(1 + consumer, 128);
       if (t == 0) {
@@ -369,7 +394,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int m0 = tm_ * kBM + consumer * 64, n0 = tn_ * BN + pass * Cfg::kOutCols;
 #pragma unroll
         for (int box = 0; box < Cfg::kOutCols / kSwizzleCols; ++box)
-          hopper::tma_store_2d_hint(&tm_c, out_buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0, c_policy);
+          hopper::tma_store_hint<Cfg::kMapRank>(&tm_c, out_buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0, bi_,
+                                                c_policy);
         hopper::bulk_commit();
       }
     };
@@ -385,18 +411,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       return hopper::pack2<kBf16>(a[4 * j + 2 * (h % 2)], a[4 * j + 2 * (h % 2) + 1]);
     };
     // One pass through the buffer: wait for it, stmatrix reg(jj, h) for every chunk pair, hand it to TMA.
-    const auto store_pass = [&](int tm_, int tn_, int pass, auto reg) {
+    const auto store_pass = [&](int tm_, int tn_, int bi_, int pass, auto reg) {
       buffer_free();
 #pragma unroll
       for (int jj = 0; jj < kChunks; jj += 2)
         hopper::stmatrix_x4(chunk_addr(jj), reg(jj, 0), reg(jj, 1), reg(jj, 2), reg(jj, 3));
-      store_buffer(tm_, tn_, pass);
+      store_buffer(tm_, tn_, bi_, pass);
     };
     // Stores the pending pass now (where no k-slab is left to hide it in).
     [[maybe_unused]] const auto flush_pending = [&](const uint32_t (&regs)[2 * kChunks]) {
       if constexpr (Cfg::kWoven) {
         if (pending) {
-          store_pass(pend_tm, pend_tn, Cfg::kPasses - 1, [&](int jj, int h) { return regs[2 * jj + h]; });
+          store_pass(pend_tm, pend_tn, pend_bi, Cfg::kPasses - 1, [&](int jj, int h) { return regs[2 * jj + h]; });
           pending = false;
         }
       }
@@ -411,8 +437,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         cluster_id, clusters, tiles, sk.dp_tiles, k_slabs,
         [&](int64_t tile, int kb0, int kb1, Role role, int contributors) {
           k_share(kb0, kb1);
-          int tp, tn;
-          hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
+          int tp, tn, bi;
+          locate(tile, tp, tn, bi);
           const int tm = tp * CM + static_cast<int>(rank);
           // The tile's bias columns (BN * 2 bytes, a few 128-byte lines) into L1 now, so that the epilogue's reads
           // of them after the main loop do not wait on L2.
@@ -456,7 +482,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (++s == S) s = 0, phase ^= 1;
             if constexpr (Cfg::kWoven) {
               if (weave) {
-                store_buffer(pend_tm, pend_tn, Cfg::kPasses - 1);
+                store_buffer(pend_tm, pend_tn, pend_bi, Cfg::kPasses - 1);
                 pending = false;
               }
             }
@@ -496,8 +522,9 @@ __global__ void __launch_bounds__(kThreads, 1)
               }
               const int col = tn * BN + 8 * j + 2 * (lane % 4);
               if (epi.active()) apply_epilogue<kBf16>(v, epi, col, N);
-              store_pair<kBf16>(C, M, N, row0, col, v[0], v[1]);
-              store_pair<kBf16>(C, M, N, row0 + 8, col, v[2], v[3]);
+              uint16_t* const Cb = C + int64_t{bi} * M * N;  // this product's C
+              store_pair<kBf16>(Cb, M, N, row0, col, v[0], v[1]);
+              store_pair<kBf16>(Cb, M, N, row0 + 8, col, v[2], v[3]);
             }
             return;  // the cluster barrier at the kernel's end keeps the sums alive until all are read
           }
@@ -551,10 +578,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
                   for (int h = 0; h < 4; ++h) last[2 * jj + h] = pass_reg(acc, pass, jj, h);
                 }
-                pend_tm = tm, pend_tn = tn, pending = true;
+                pend_tm = tm, pend_tn = tn, pend_bi = bi, pending = true;
                 break;
               }
-              store_pass(tm, tn, pass, [&](int jj, int h) { return pass_reg(acc, pass, jj, h); });
+              store_pass(tm, tn, bi, pass, [&](int jj, int h) { return pass_reg(acc, pass, jj, h); });
             }
             return;
           }
@@ -562,13 +589,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
           const int col0 = tn * BN + 2 * (lane % 4);
           const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
+          uint16_t* const Cb = C + int64_t{bi} * M * N;  // this product's C
           if (full_tile) {
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
                 const int64_t idx = int64_t{row0 + 8 * h} * N + col0 + 8 * j;
-                *reinterpret_cast<uint32_t*>(C + idx) =
+                *reinterpret_cast<uint32_t*>(Cb + idx) =
                     hopper::pack2<kBf16>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
               }
             }
@@ -577,7 +605,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
               for (int h = 0; h < 2; ++h)
-                store_pair<kBf16>(C, M, N, row0 + 8 * h, col0 + 8 * j, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+                store_pair<kBf16>(Cb, M, N, row0 + 8 * h, col0 + 8 * j, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
             }
           }
         });
@@ -636,12 +664,12 @@ inline StreamK plan_stream_k(int64_t super_tiles, int64_t clusters, int k_slabs,
 // (256^3, 4 slabs, measured slower split).
 constexpr int kMaxKSplits = 8, kMinSplitSlabs = 8;
 
-// The k_splits for an M x N x K problem on `sms` SMs with tile width bn (only the 128 x 64 tile splits): the most
-// (a power of two, at most kMaxKSplits, at least kMinSplitSlabs k-slabs a block) that keeps every split tile's
+// The k_splits for `batch` M x N x K products on `sms` SMs with tile width bn (only the 128 x 64 tile splits): the
+// most (a power of two, at most kMaxKSplits, at least kMinSplitSlabs k-slabs a block) that keeps every split tile's
 // blocks on an SM of their own.
-inline int pick_k_splits(int M, int N, int K, int sms, int bn) {
+inline int pick_k_splits(int M, int N, int K, int batch, int sms, int bn) {
   if (bn != 64) return 1;
-  const int64_t tiles = int64_t{(M + kBM - 1) / kBM} * ((N + bn - 1) / bn);
+  const int64_t tiles = int64_t{(M + kBM - 1) / kBM} * ((N + bn - 1) / bn) * batch;
   const int k_slabs = (K + kBK - 1) / kBK;
   int splits = 1;
   while (splits * 2 <= kMaxKSplits && k_slabs >= splits * 2 * kMinSplitSlabs && tiles * splits * 2 <= sms) splits *= 2;
@@ -649,24 +677,33 @@ inline int pick_k_splits(int M, int N, int K, int sms, int bn) {
 }
 
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
-cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, int group_m,
-                         cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1, int k_splits = 1,
-                         const Epilogue& epi = {}) {
+cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const Operand& b, void* c, int sms,
+                         int group_m, cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1,
+                         int k_splits = 1, const Epilogue& epi = {}) {
   constexpr int BN = Cfg::BN, CM = Cfg::CM;
   constexpr auto* kernel = &matmul_kernel_12_hopper_gemm<Cfg, kBf16, kAMN, kBKMaj>;
+  if (!Cfg::kBatches && batch > 1) return cudaErrorInvalidConfiguration;  // pick_block_n gives a batch other tiles
   int device = 0;
   cudaError_t err = hopper::opt_in_smem<kernel>(Cfg::kSmemBytes, device);
   if (err != cudaSuccess) return err;
+  // 3-D maps: an operand with a matrix per product has `batch` of them, one shared by all products has one.
+  const int a_batch = a.batch_stride != 0 ? batch : 1, b_batch = b.batch_stride != 0 ? batch : 1;
+  const int batched = (a_batch > 1 ? 1 : 0) | (b_batch > 1 ? 2 : 0);
   CUtensorMap map_a, map_b;
-  const bool ok_a = kAMN ? hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, M, K, a.ld, kSwizzleCols, kBK)
-                         : hopper::encode_tensor_map_2d(&map_a, kBf16, a.ptr, K, M, a.ld, kSwizzleCols, kBM);
-  const bool ok_b = kBKMaj ? hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, K, N, b.ld, kSwizzleCols, BN / CM)
-                           : hopper::encode_tensor_map_2d(&map_b, kBf16, b.ptr, N, K, b.ld, kSwizzleCols, kBK / CM);
+  const bool ok_a = kAMN ? hopper::encode_tensor_map_3d(&map_a, kBf16, a.ptr, M, K, a_batch, a.ld, a.batch_stride,
+                                                        kSwizzleCols, kBK, Cfg::kMapRank)
+                         : hopper::encode_tensor_map_3d(&map_a, kBf16, a.ptr, K, M, a_batch, a.ld, a.batch_stride,
+                                                        kSwizzleCols, kBM, Cfg::kMapRank);
+  const bool ok_b = kBKMaj ? hopper::encode_tensor_map_3d(&map_b, kBf16, b.ptr, K, N, b_batch, b.ld, b.batch_stride,
+                                                          kSwizzleCols, BN / CM, Cfg::kMapRank)
+                           : hopper::encode_tensor_map_3d(&map_b, kBf16, b.ptr, N, K, b_batch, b.ld, b.batch_stride,
+                                                          kSwizzleCols, kBK / CM, Cfg::kMapRank);
   if (!ok_a || !ok_b) return cudaErrorInvalidValue;
   // The output through TMA when its rows are 16-byte multiples (c is a fresh contiguous tensor: aligned base).
   CUtensorMap map_c = {};
-  const bool tma_store = N % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
-                         hopper::encode_tensor_map_2d(&map_c, kBf16, c, N, M, N, kSwizzleCols, 64);
+  const bool tma_store =
+      N % 8 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0 &&
+      hopper::encode_tensor_map_3d(&map_c, kBf16, c, N, M, batch, N, int64_t{M} * N, kSwizzleCols, 64, Cfg::kMapRank);
   // Split-K clusters: with CM == 1 only, at least one k-slab a block, a power of two (the cache below has a slot
   // per power).
   if (CM > 1 || k_splits < 1) k_splits = 1;
@@ -698,11 +735,11 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
     if (fit < 1) return cudaErrorInvalidConfiguration;
     if (device < hopper::kMaxDevices) max_clusters[slot][device].store(fit, std::memory_order_relaxed);
   }
-  const int64_t super_tiles = int64_t{(M + CM * kBM - 1) / (CM * kBM)} * ((N + BN - 1) / BN);
+  const int64_t super_tiles = int64_t{(M + CM * kBM - 1) / (CM * kBM)} * ((N + BN - 1) / BN) * batch;
   if (k_splits > 1 && super_tiles > fit) {
     // Split tiles run one per cluster, all at once: fewer blocks per tile where the GPU cannot hold them.
-    return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, sms, group_m, stream, ws, stream_k, k_splits / 2,
-                                                  epi);
+    return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, sms, group_m, stream, ws, stream_k,
+                                                  k_splits / 2, epi);
   }
   int64_t clusters = k_splits > 1 ? super_tiles : std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / CM}});
   if (group_m <= 0) group_m = std::max(1, kGroupRows / CM);
@@ -719,70 +756,72 @@ cudaError_t launch_typed(int M, int N, int K, const Operand& a, const Operand& b
   // cluster barriers still work): the cluster launch path costs about a microsecond more per call, which is most
   // of a small problem's gap to cuBLAS (docs/matmul.md).
   cfg.numAttrs = cluster_size > 1 ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, group_m,
-                            sk, k_splits, epi);
+  return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, batch,
+                            batched, group_m, sk, k_splits, epi);
 }
 
-// The tile width for an M x N output on `sms` SMs: the widest whose tile count keeps (nearly) every SM busy.
-inline int pick_block_n(int M, int N, int sms) {
-  const auto tiles = [&](int bn) { return int64_t{(M + kBM - 1) / kBM} * ((N + bn - 1) / bn); };
-  if (tiles(256) * 2 >= sms) return 256;
+// The tile width for `batch` M x N outputs on `sms` SMs: the widest whose tile count keeps (nearly) every SM busy,
+// among the configurations that take a batch (Config::kBatches) when batch > 1.
+inline int pick_block_n(int M, int N, int batch, int sms) {
+  const auto tiles = [&](int bn) { return int64_t{(M + kBM - 1) / kBM} * ((N + bn - 1) / bn) * batch; };
+  if (tiles(256) * 2 >= sms) return batch == 1 || Wide::kBatches ? Wide::BN : Mid::BN;
   if (tiles(128) * 4 >= sms * 3) return 128;
   return 64;
 }
 
 // Whether launch() with default options would want a stream-K workspace for this shape on `sms` SMs (assuming
 // every SM holds a block: the grid it plans for); without one it runs data-parallel.
-inline bool wants_workspace(int M, int N, int K, int sms) {
-  const int bn = pick_block_n(M, N, sms);
+inline bool wants_workspace(int M, int N, int K, int batch, int sms) {
+  const int bn = pick_block_n(M, N, batch, sms);
   const int cm = bn == Narrow::BN ? Narrow::CM : (bn == Mid::BN ? Mid::CM : Wide::CM);
-  const int64_t super_tiles = int64_t{(M + cm * kBM - 1) / (cm * kBM)} * ((N + bn - 1) / bn);
+  const int64_t super_tiles = int64_t{(M + cm * kBM - 1) / (cm * kBM)} * ((N + bn - 1) / bn) * batch;
   const Workspace any{reinterpret_cast<void*>(uintptr_t{16}), workspace_bytes(sms)};  // a stand-in: size only
   return plan_stream_k(super_tiles, sms / cm, (K + kBK - 1) / kBK, cm, -1, any).partials != nullptr;
 }
 
 template <bool kBf16, bool kAMN, bool kBKMaj>
-cudaError_t launch_layout(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms,
+cudaError_t launch_layout(int M, int N, int K, int batch, const Operand& a, const Operand& b, void* c, int sms,
                           const LaunchOptions& opt, const Workspace& ws, cudaStream_t stream, const Epilogue& epi) {
-  const int bn = opt.block_n != 0 ? opt.block_n : pick_block_n(M, N, sms);
+  const int bn = opt.block_n != 0 ? opt.block_n : pick_block_n(M, N, batch, sms);
   const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
   const int g = opt.group_m, sk = opt.stream_k;
   if (bn == 64) {
-    const int splits = opt.k_splits > 0 ? opt.k_splits : pick_k_splits(M, N, K, blocks, bn);
-    return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk, splits, epi);
+    const int splits = opt.k_splits > 0 ? opt.k_splits : pick_k_splits(M, N, K, batch, blocks, bn);
+    return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, splits, epi);
   }
-  if (bn == 128) return launch_typed<Mid, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk, 1, epi);
-  return launch_typed<Wide, kBf16, kAMN, kBKMaj>(M, N, K, a, b, c, blocks, g, stream, ws, sk, 1, epi);
+  if (bn == 128)
+    return launch_typed<Mid, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, 1, epi);
+  return launch_typed<Wide, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, 1, epi);
 }
 
 // launch() for one dtype (bf16 when kBf16, else fp16): the operand layouts' four kernel families.
 template <bool kBf16>
-cudaError_t launch_dtype(int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms, cudaStream_t stream,
-                         const LaunchOptions& opt, const Workspace& ws, const Epilogue& epi) {
+cudaError_t launch_dtype(int M, int N, int K, int batch, const Operand& a, const Operand& b, void* c, int sms,
+                         cudaStream_t stream, const LaunchOptions& opt, const Workspace& ws, const Epilogue& epi) {
   if (a.mn_major) {
-    return b.mn_major ? launch_layout<kBf16, true, false>(M, N, K, a, b, c, sms, opt, ws, stream, epi)
-                      : launch_layout<kBf16, true, true>(M, N, K, a, b, c, sms, opt, ws, stream, epi);
+    return b.mn_major ? launch_layout<kBf16, true, false>(M, N, K, batch, a, b, c, sms, opt, ws, stream, epi)
+                      : launch_layout<kBf16, true, true>(M, N, K, batch, a, b, c, sms, opt, ws, stream, epi);
   }
-  return b.mn_major ? launch_layout<kBf16, false, false>(M, N, K, a, b, c, sms, opt, ws, stream, epi)
-                    : launch_layout<kBf16, false, true>(M, N, K, a, b, c, sms, opt, ws, stream, epi);
+  return b.mn_major ? launch_layout<kBf16, false, false>(M, N, K, batch, a, b, c, sms, opt, ws, stream, epi)
+                    : launch_layout<kBf16, false, true>(M, N, K, batch, a, b, c, sms, opt, ws, stream, epi);
 }
 
 // Each dtype's kernels are instantiated in a translation unit of their own (12_hopper_gemm_bf16.cu and
 // 12_hopper_gemm_fp16.cu), so the build compiles them in parallel: with all 24 kernels in one file it was the
 // build's longest compile. Everywhere else these declarations keep the kernels from being instantiated again.
-extern template cudaError_t launch_dtype<true>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
-                                               const LaunchOptions&, const Workspace&, const Epilogue&);
-extern template cudaError_t launch_dtype<false>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
-                                                const LaunchOptions&, const Workspace&, const Epilogue&);
+extern template cudaError_t launch_dtype<true>(int, int, int, int, const Operand&, const Operand&, void*, int,
+                                               cudaStream_t, const LaunchOptions&, const Workspace&, const Epilogue&);
+extern template cudaError_t launch_dtype<false>(int, int, int, int, const Operand&, const Operand&, void*, int,
+                                                cudaStream_t, const LaunchOptions&, const Workspace&, const Epilogue&);
 
-// C (M x N, row-major, contiguous) = A @ B for 16-bit A, B, C (bf16 when bf16, else fp16), fp32 accumulation.
-// 1 <= M, N, K < 2^31. The caller guarantees the Operand requirements.
+// C (batch x M x N, row-major, contiguous) = A @ B for 16-bit A, B, C (bf16 when bf16, else fp16), fp32
+// accumulation, `batch` products (1: one). 1 <= M, N, K < 2^31. The caller guarantees the Operand requirements.
 // ws: stream-K scratch (workspace_bytes(sms)), or none. epi: linear's bias and activation, applied as C is stored.
-inline cudaError_t launch(bool bf16, int M, int N, int K, const Operand& a, const Operand& b, void* c, int sms,
-                          cudaStream_t stream, const LaunchOptions& opt = {}, const Workspace& ws = {},
+inline cudaError_t launch(bool bf16, int M, int N, int K, int batch, const Operand& a, const Operand& b, void* c,
+                          int sms, cudaStream_t stream, const LaunchOptions& opt = {}, const Workspace& ws = {},
                           const Epilogue& epi = {}) {
-  return bf16 ? launch_dtype<true>(M, N, K, a, b, c, sms, stream, opt, ws, epi)
-              : launch_dtype<false>(M, N, K, a, b, c, sms, stream, opt, ws, epi);
+  return bf16 ? launch_dtype<true>(M, N, K, batch, a, b, c, sms, stream, opt, ws, epi)
+              : launch_dtype<false>(M, N, K, batch, a, b, c, sms, stream, opt, ws, epi);
 }
 
 }  // namespace wgmma12

@@ -3,6 +3,6 @@
 #include "cuda/matmul/ladder/12_hopper_gemm.cuh"
 
 namespace cuda_kernels::matmul_ladder::wgmma12 {
-template cudaError_t launch_dtype<true>(int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
+template cudaError_t launch_dtype<true>(int, int, int, int, const Operand&, const Operand&, void*, int, cudaStream_t,
                                         const LaunchOptions&, const Workspace&, const Epilogue&);
 }  // namespace cuda_kernels::matmul_ladder::wgmma12
