@@ -603,10 +603,10 @@ BATCH_LAYOUTS = [
 @pytest.mark.gpu
 @pytest.mark.parametrize(("variant", "dtype"), step_dtype_params([0, *VARIANTS], DTYPES))
 @pytest.mark.parametrize("layout", BATCH_LAYOUTS)
-# (batch, M, N, K): edge tiles with direct stores (N % 8 != 0), a batch of matrix-vector products, whole 16-byte
-# rows (TMA stores in step 12).
+# (batch, M, N, K): edge tiles with direct stores (N % 8 != 0), batches of matrix-vector products (matvec's short
+# side M, and N: its transposed output), whole 16-byte rows (TMA stores in step 12).
 @pytest.mark.parametrize(
-    "smnk", [(3, 70, 132, 92), (5, 1, 40, 300), (4, 136, 264, 136)], ids=lambda s: "x".join(map(str, s))
+    "smnk", [(3, 70, 132, 92), (5, 1, 40, 300), (3, 40, 3, 72), (4, 136, 264, 136)], ids=lambda s: "x".join(map(str, s))
 )
 def test_step_batched(variant, dtype, layout, smnk):
     """Every kernel takes a batch: one launch on those with kBatched (csrc/cuda/matmul/dispatch.cpp), one per
@@ -623,6 +623,26 @@ def test_step_batched(variant, dtype, layout, smnk):
     assert out.shape == (s, m, n) and out.is_contiguous()
     for i in range(s):
         assert_step_close(out[i], a[i], b[i], variant)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "variant", [0, *[v for v, n in NAMES.items() if n in ("01_tiled", "06_async_pipeline", "12_hopper_gemm", "matvec")]]
+)
+def test_batch_beyond_one_grid(variant):
+    """More matrices than one launch's grid.z holds (65535): the launchers that put the batch there launch again."""
+    dtype = torch.bfloat16 if NAMES.get(variant) == "12_hopper_gemm" else torch.float32
+    if not runs(variant, dtype):
+        pytest.skip(f"variant {variant} cannot run {dtype} here")
+    s, m, n, k = 65535 + 7, 2, 3, 4
+    a = rand(s, m, k, dtype=dtype, device="cuda", seed=_seed("grid", variant, "a"))
+    b = rand(s, k, n, dtype=dtype, device="cuda", seed=_seed("grid", variant, "b"))
+    out = mm(a, b, variant)
+    ref = torch.matmul(a.double(), b.double())
+    # K = 4 terms of order 1: a few units of the dtype's rounding.
+    tol = 4 * torch.finfo(dtype).eps * (a.double().abs() @ b.double().abs()) + torch.finfo(dtype).eps * ref.abs()
+    assert ((out.double() - ref).abs() <= tol).all()
 
 
 STEP12 = [v for v, name in NAMES.items() if name == "12_hopper_gemm"]
@@ -649,21 +669,26 @@ def test_step12_batched_schedules(variant, dtype, smnk):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_batch_is_one_launch(dtype):
     """Variant 0 runs a batch of 8 products as one launch of its kernel (12_hopper_gemm for 16-bit on an H100,
-    06_async_pipeline for float32 with TF32 off), not a launch per matrix."""
+    06_async_pipeline for float32 with TF32 off; matvec for a batch of matrix-vector products), not a launch per
+    matrix."""
     from torch.profiler import ProfilerActivity, profile
 
-    a = rand(8, 64, 96, dtype=dtype, device="cuda", seed=_seed("one", dtype, "a"))
-    b = rand(8, 96, 80, dtype=dtype, device="cuda", seed=_seed("one", dtype, "b"))
-    _, name, _ = matmul_default_kernel(dtype)
-    if name not in ("12_hopper_gemm", "06_async_pipeline", "01_tiled"):
-        pytest.skip(f"variant 0 takes {name} here, which runs a batch one matrix at a time")
-    with allow_tf32(False), profile(activities=[ProfilerActivity.CUDA]) as prof:
-        out = cuda_kernels.matmul(a, b)
-        torch.cuda.synchronize()
-    launches = [e.name for e in prof.events() if f"matmul_kernel_{name}" in e.name]
-    assert len(launches) == 1, launches
-    for i in range(8):
-        assert_step_close(out[i], a[i], b[i], 0)
+    for m in (64, 1):
+        a = rand(8, m, 96, dtype=dtype, device="cuda", seed=_seed("one", dtype, m, "a"))
+        b = rand(8, 96, 80, dtype=dtype, device="cuda", seed=_seed("one", dtype, m, "b"))
+        _, name, _ = matmul_default_kernel(dtype)
+        if m <= SKINNY_MAX_SIDE:
+            name = "matvec"
+        if name not in ("12_hopper_gemm", "06_async_pipeline", "01_tiled", "matvec"):
+            pytest.skip(f"variant 0 takes {name} here, which runs a batch one matrix at a time")
+        with allow_tf32(False), profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = cuda_kernels.matmul(a, b)
+            torch.cuda.synchronize()
+        # One launch of the kernel (matvec: of its main kernel, whichever of "rows", "cols" and "mma" it takes).
+        launches = [e.name for e in prof.events() if f"matmul_kernel_{name}" in e.name and "reduce" not in e.name]
+        assert len(launches) == 1, launches
+        for i in range(8):
+            assert_step_close(out[i], a[i], b[i], 0)
 
 
 @requires_cuda

@@ -98,7 +98,7 @@ constexpr Kernel kKernels[] = {
      &launch_12_hopper_gemm},
     // Special cases, apart from the ladder.
     {13, "tf32_wgmma", kAnyStrides | kTf32Math, kFloat32, 90, &wgmma_available, kSm90aNeeds, &launch_tf32_wgmma},
-    {14, "matvec", kAnyStrides | kSkinnyShapes, kAllDtypes, 0, nullptr, nullptr, &launch_matvec},
+    {14, "matvec", kAnyStrides | kSkinnyShapes | kBatched, kAllDtypes, 0, nullptr, nullptr, &launch_matvec},
     {15, "fp64_dmma", kRowMajorInputs, kFloat64, 80, nullptr, nullptr, &launch_fp64_dmma},
 };
 // clang-format on
@@ -266,14 +266,12 @@ void check_variant(int64_t variant, ScalarType dtype, const GpuInfo& gpu, bool t
 //      cuBLAS's TF32 kernels;
 //    - float64 on compute >= 8.0: fp64_dmma (the tensor cores' float64 mma), else 06_async_pipeline;
 //    - float32 otherwise: 06_async_pipeline, the fastest CUDA-core step at every shape measured (docs/matmul.md).
-// A batch of products takes the same kernel as one of its matrices, but for skinny outputs: matvec runs one matrix
-// per launch, and a batch of them is better served by the tiled kernels' one launch (kBatched). A kernel without
-// kBatched runs a batch one matrix at a time (launch below).
+// A batch of products takes the kernel one of its matrices would; one without kBatched runs a batch one matrix at
+// a time (launch below).
 // shape: the output's (M, N), or nullptr to ask about large outputs (build_info, the doctor).
 // *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
-const Kernel& pick_kernel(ScalarType dtype, const GpuInfo& gpu, bool tf32, const int64_t* shape, std::string* reason,
-                          bool batched = false) {
-  const bool skinny = shape != nullptr && !batched && std::min(shape[0], shape[1]) <= kSkinnyMaxSide;
+const Kernel& pick_kernel(ScalarType dtype, const GpuInfo& gpu, bool tf32, const int64_t* shape, std::string* reason) {
+  const bool skinny = shape != nullptr && std::min(shape[0], shape[1]) <= kSkinnyMaxSide;
   // The kernel made for skinny outputs that runs here (nullptr: none): skinny outputs take it; the reason names it
   // for the others.
   const Kernel* skinny_kernel = nullptr;
@@ -425,8 +423,7 @@ Tensor matmul_cuda(const Tensor& a, const Tensor& b, int64_t variant, bool allow
   Tensor c = new_output(a, shape);
   if (batch > 0 && M > 0 && N > 0) {
     const int64_t mn[2] = {M, N};
-    const Kernel& kernel =
-        variant == 0 ? pick_kernel(a.scalar_type(), gpu, tf32, mn, nullptr, batch > 1) : kKernels[variant - 1];
+    const Kernel& kernel = variant == 0 ? pick_kernel(a.scalar_type(), gpu, tf32, mn, nullptr) : kKernels[variant - 1];
     launch(a, b, c, kernel);
   }
   return c;

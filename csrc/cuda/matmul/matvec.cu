@@ -26,7 +26,8 @@
 // kMaxClusterSplits of them); elsewhere their partial sums (fp32, fp64 for fp64) go to a workspace and
 // matmul_kernel_matvec_reduce adds them. Both add the splits in split order (deterministic, and the two paths
 // round alike) and round to the output dtype. Forced (variant=14) on any other shape it still computes the
-// right result, S rows at a time over grid.z, just slowly.
+// right result, S rows at a time over grid.z, just slowly. A batch of products is one launch: grid.z holds each
+// matrix's blocks of S rows in turn (matrix_of_block), and the splits add up per matrix.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -55,7 +56,9 @@ __host__ __device__ constexpr int vec_of() {
 }
 
 // The problem as the kernels see it. P[s][k] = p[s * ps + k * pk]; Q[k][l] = q[k * qk + l * ql]; out[s][l] =
-// c[s * cs + l * cl], or, with splits > 1, partial[(split * S + s) * L + l] in the workspace.
+// c[s * cs + l * cl], or, with splits > 1, partial[(split * S + s) * L + l] in the workspace. A batch of `batch`
+// such products: matrix i's p, q, c and partial start i * p_batch, q_batch, c_batch and partial_batch elements
+// after the first (p_batch or q_batch 0: one matrix for all); grid.z holds s_blocks blocks of S rows per matrix.
 template <typename T, typename Acc>
 struct SkinnyArgs {
   const T* p;
@@ -70,7 +73,22 @@ struct SkinnyArgs {
   bool vec;     // Q's 16-byte loads allowed: aligned base and a pitch that keeps every vector aligned
   bool p_vec;   // the same for P along k ("cols")
   int cluster;  // > 1: grid.y's K splits are one cluster of this many blocks, added up by cluster_sum_store
+  int batch = 1, s_blocks = 1;
+  int64_t p_batch = 0, q_batch = 0, c_batch = 0, partial_batch = 0;
 };
+
+// a for the matrix of the batch that this block works on (blockIdx.z / s_blocks), and the block's share of S rows
+// (blockIdx.z % s_blocks) in *s_block.
+template <typename T, typename Acc>
+__device__ __forceinline__ SkinnyArgs<T, Acc> matrix_of_block(SkinnyArgs<T, Acc> a, int* s_block) {
+  const int z = static_cast<int>(blockIdx.z), m = z / a.s_blocks;
+  *s_block = z - m * a.s_blocks;
+  a.p += m * a.p_batch;
+  a.q += m * a.q_batch;
+  a.c += m * a.c_batch;
+  if (a.partial != nullptr) a.partial += m * a.partial_batch;
+  return a;
+}
 
 template <typename T, typename Acc>
 __device__ __forceinline__ void store_out(const SkinnyArgs<T, Acc>& a, int s, int l, Acc v) {
@@ -133,7 +151,7 @@ __device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
 constexpr int kPRowsK = 64;  // k of P staged at a time
 constexpr int kPSharedRows = 8;
 template <typename T, typename Acc, int SR>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_rows(SkinnyArgs<T, Acc> a, int groups) {
+__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_rows(SkinnyArgs<T, Acc> batch_args, int groups) {
   constexpr int kV = vec_of<T>();
   constexpr int kLTile = 32 * kV;
   constexpr bool kPShared = SR >= kPSharedRows;
@@ -145,7 +163,9 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_rows(SkinnyArgs
   __shared__ __align__(16) Acc pt[kPShared ? kPRowsK : 1][kPtPitch];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sb = SR * groups;
-  const int s0 = blockIdx.z * sb;
+  int s_block;
+  const SkinnyArgs<T, Acc> a = matrix_of_block(batch_args, &s_block);
+  const int s0 = s_block * sb;
   const int g = warp % groups, kg = warp / groups, k_groups = kWarps / groups;
   const int l = blockIdx.x * kLTile + lane * kV;  // this thread's first column
   // The last split's k_begin + kc may pass 2^31 (K close to it, rounded up): computed in 64 bits.
@@ -291,7 +311,7 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_rows(SkinnyArgs
 // them, and from L2 that traffic was several times Q's.
 constexpr int kPChunkBytes = 2048;
 template <typename T, typename Acc, int SR>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_cols(SkinnyArgs<T, Acc> a) {
+__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_cols(SkinnyArgs<T, Acc> batch_args) {
   constexpr int kV = vec_of<T>();
   constexpr int kChunk = kPChunkBytes / sizeof(T);  // k per chunk: a multiple of 32 lanes x kV
   // Q evict-first (the top of the file), except in float64, whose "cols" blocks measured slower with it.
@@ -299,7 +319,9 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_cols(SkinnyArgs
   __shared__ __align__(16) T ps[SR][kChunk];
   __shared__ Acc sums[SR][kWarps * kCols];  // the block's sums, when a cluster adds up the splits
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int s0 = blockIdx.z * SR;
+  int s_block;
+  const SkinnyArgs<T, Acc> a = matrix_of_block(batch_args, &s_block);
+  const int s0 = s_block * SR;
   const int l0 = (blockIdx.x * kWarps + warp) * kCols;
   // The last split's k_begin + kc may pass 2^31 (K close to it, rounded up): computed in 64 bits.
   const int k_begin = blockIdx.y * a.kc, k_end = static_cast<int>(min(int64_t{a.K}, int64_t{k_begin} + a.kc));
@@ -398,7 +420,7 @@ __device__ __forceinline__ uint32_t mma_swizzle(int r, int c) {
 }
 
 template <typename T, bool kQCols>
-__global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyArgs<T, float> a) {
+__global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyArgs<T, float> batch_args) {
 #if CUDA_KERNELS_SM80_UNSUPPORTED
   __trap();  // the launcher takes this kernel on compute >= 8.0 only
 #else
@@ -409,6 +431,8 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyAr
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t smem0 = sm80::smem_addr(smem);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  int s_block;  // 0: one block has all S rows
+  const SkinnyArgs<T, float> a = matrix_of_block(batch_args, &s_block);
   const int l0 = blockIdx.x * kMmaCols;
   // The last split's k_begin + kc may pass 2^31 (K close to it, rounded up): computed in 64 bits.
   const int k_begin = blockIdx.y * a.kc, k_end = static_cast<int>(min(int64_t{a.K}, int64_t{k_begin} + a.kc));
@@ -518,15 +542,16 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyAr
 #endif
 }
 
-// out[s][l] = sum over splits of the partial sums, in split order, rounded to T.
+// out[s][l] = sum over splits of the partial sums, in split order, rounded to T; every matrix of the batch.
 template <typename T, typename Acc>
 __global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_reduce(SkinnyArgs<T, Acc> a, int splits) {
   const int64_t n = int64_t{a.S} * a.L;
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
+  for (int64_t j = blockIdx.x * int64_t{kThreads} + threadIdx.x; j < n * a.batch; j += int64_t{gridDim.x} * kThreads) {
+    const int64_t m = j / n, i = j - m * n;  // matrix m, its output i
     Acc sum = 0;
-    for (int split = 0; split < splits; ++split) sum += a.partial[split * n + i];
+    for (int split = 0; split < splits; ++split) sum += a.partial[m * a.partial_batch + split * n + i];
     const int s = static_cast<int>(i / a.L), l = static_cast<int>(i % a.L);
-    a.c[s * a.cs + l * a.cl] = static_cast<T>(sum);
+    a.c[m * a.c_batch + s * a.cs + l * a.cl] = static_cast<T>(sum);
   }
 }
 
@@ -644,12 +669,25 @@ void launch_typed(SkinnyArgs<T, opmath_type<T>> args, bool cols, int device, cud
   const int64_t s_blocks = mma ? 1 : ceil_div<int64_t>(S, sr * groups);
   CUDA_KERNELS_CHECK(s_blocks <= kMaxGridYZ, "cuda_kernels.matmul: matvec: ", S,
                      " rows on the short side are too many");
+  // A batch's matrices share grid.z with the blocks of S rows: as many as fit in one launch (more: more launches).
+  const int64_t batch = args.batch, per_launch = std::min<int64_t>(batch, kMaxGridYZ / s_blocks);
+  if (per_launch < batch) {
+    for (int64_t first = 0; first < batch; first += per_launch) {
+      SkinnyArgs<T, Acc> part = args;
+      part.batch = static_cast<int>(std::min(per_launch, batch - first));
+      part.p += first * args.p_batch;
+      part.q += first * args.q_batch;
+      part.c += first * args.c_batch;
+      launch_typed<T>(part, cols, device, stream, workspace);
+    }
+    return;
+  }
   // Split K until the GPU has about blocks_per_sm_target(...) blocks per SM (memory-bound: every SM needs loads in
   // flight), each split a whole number of `align` k.
   const int align = cols && !mma ? 32 * kV : kKAlignRows;
   const int64_t resident =
       int64_t{sm_count(device)} * blocks_per_sm_target(mma || (cols && S == 1) ? kBlocksPerSmFew : kBlocksPerSmMany);
-  const int64_t want = ceil_div<int64_t>(resident, l_tiles * s_blocks);
+  const int64_t want = ceil_div<int64_t>(resident, l_tiles * s_blocks * batch);
   const int64_t splits_max = std::min<int64_t>(ceil_div<int64_t>(K, align), kMaxGridYZ);
   int64_t splits = std::clamp<int64_t>(want, 1, splits_max);
   // Clusters where they measured faster on the H100 (docs/matmul.md): not for float64, whose kernels ran as fast or
@@ -660,10 +698,13 @@ void launch_typed(SkinnyArgs<T, opmath_type<T>> args, bool cols, int device, cud
   args.kc = static_cast<int>(ceil_div<int64_t>(ceil_div<int64_t>(K, splits), align) * align);
   splits = ceil_div<int64_t>(K, args.kc);
   args.cluster = cluster && splits > 1 ? static_cast<int>(splits) : 0;
+  args.s_blocks = static_cast<int>(s_blocks);
   if (splits > 1 && args.cluster == 0) {
-    args.partial = static_cast<Acc*>(workspace.alloc(sizeof(Acc) * splits * S * L));
+    args.partial_batch = splits * S * L;
+    args.partial = static_cast<Acc*>(workspace.alloc(sizeof(Acc) * args.partial_batch * batch));
   }
-  const dim3 grid(static_cast<unsigned>(l_tiles), static_cast<unsigned>(splits), static_cast<unsigned>(s_blocks));
+  const dim3 grid(static_cast<unsigned>(l_tiles), static_cast<unsigned>(splits),
+                  static_cast<unsigned>(s_blocks * batch));
   const int cl = args.cluster;
   if (mma) {
     cols ? launch_mma<T, true>(grid, args, device, stream) : launch_mma<T, false>(grid, args, device, stream);
@@ -681,7 +722,7 @@ void launch_typed(SkinnyArgs<T, opmath_type<T>> args, bool cols, int device, cud
   }
   if (splits > 1 && cl == 0) {
     const int64_t blocks =
-        std::min<int64_t>(ceil_div<int64_t>(int64_t{S} * L, kThreads), int64_t{sm_count(device)} * 8);
+        std::min<int64_t>(ceil_div<int64_t>(int64_t{S} * L * batch, kThreads), int64_t{sm_count(device)} * 8);
     matmul_kernel_matvec_reduce<T, Acc>
         <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, static_cast<int>(splits));
     CUDA_KERNELS_LAUNCH_CHECK();
@@ -698,8 +739,10 @@ int64_t stride_or_unit(int64_t size, int64_t stride) {
 
 void launch_matvec(const Args& args) {
   const int64_t M = args.M, N = args.N, K = args.K;
-  CUDA_KERNELS_CHECK(M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31),
-                     "cuda_kernels.matmul: matvec takes M, N, K < 2^31, got ", M, " x ", N, " x ", K);
+  CUDA_KERNELS_CHECK(
+      M < (int64_t{1} << 31) && N < (int64_t{1} << 31) && K < (int64_t{1} << 31) && args.batch < (int64_t{1} << 31),
+      "cuda_kernels.matmul: matvec takes M, N, K and a batch < 2^31, got ", M, " x ", N, " x ", K, " (batch ",
+      args.batch, ")");
   // Short side S, long side L; P (S x K) and Q (K x L) as views of a and b (or of b^T and a^T), C's (s, l)
   // strides.
   const bool m_short = M <= N;
@@ -708,9 +751,15 @@ void launch_matvec(const Args& args) {
   const void* q = m_short ? args.b : args.a;
   int64_t ps = stride_or_unit(S, m_short ? args.sa0 : args.sb1), pk = stride_or_unit(K, m_short ? args.sa1 : args.sb0);
   int64_t qk = stride_or_unit(K, m_short ? args.sb0 : args.sa1), ql = stride_or_unit(L, m_short ? args.sb1 : args.sa0);
+  // A batch: the matrices' strides (0: one matrix for all, copied once where it is copied).
+  const int64_t batch = args.batch;
+  int64_t p_batch = batch > 1 ? (m_short ? args.sa_batch : args.sb_batch) : 0;
+  int64_t q_batch = batch > 1 ? (m_short ? args.sb_batch : args.sa_batch) : 0;
   // Neither layout (e.g. a sliced or expanded view): copy Q row-major, the "rows" layout.
   if (qk != 1 && ql != 1) {
-    q = args.workspace->copy_2d(q, args.dtype, K, L, qk, ql, L);
+    const int64_t copies = q_batch == 0 ? 1 : batch;
+    q = args.workspace->copy_3d(q, args.dtype, copies, K, L, q_batch, qk, ql, L);
+    q_batch = copies > 1 ? K * L : 0;
     qk = stride_or_unit(K, L);
     ql = 1;
   }
@@ -718,14 +767,17 @@ void launch_matvec(const Args& args) {
   // "cols" reads P along k 16 bytes at a time: P (S x K, small) is copied row-major when it is not laid out so
   // (e.g. P = B^T for row-major B), with its rows padded to whole vectors.
   const int64_t kV = 16 / dtype_size(args.dtype);
-  // Rows of P 16-byte aligned: an aligned base and a row pitch of whole vectors (any, for one row).
-  const auto p_rows_aligned = [&] { return is_aligned(p, 16) && (S == 1 || ps % kV == 0); };
+  // Rows of P 16-byte aligned: an aligned base and a row pitch of whole vectors (any, for one row), in every matrix
+  // of a batch.
+  const auto p_rows_aligned = [&] { return is_aligned(p, 16) && (S == 1 || ps % kV == 0) && p_batch % kV == 0; };
   if (cols && (pk != 1 || !p_rows_aligned())) {
-    const bool contiguous = pk == 1 && (S == 1 || ps == K);
+    const bool contiguous = pk == 1 && (S == 1 || ps == K) && (p_batch == 0 || p_batch % kV == 0);
     const bool pad = S > 1 && K % kV != 0;
     if (!contiguous || pad) {
       const int64_t pitch = pad ? ceil_div<int64_t>(K, kV) * kV : K;
-      p = args.workspace->copy_2d(p, args.dtype, S, K, ps, pk, pitch);
+      const int64_t copies = p_batch == 0 ? 1 : batch;
+      p = args.workspace->copy_3d(p, args.dtype, copies, S, K, p_batch, ps, pk, pitch);
+      p_batch = copies > 1 ? S * pitch : 0;
       ps = stride_or_unit(S, pitch);
       pk = 1;
     }
@@ -736,7 +788,7 @@ void launch_matvec(const Args& args) {
     // 16-byte loads of Q: an aligned base, and the pitch between vectors a whole number of them.
     const int64_t pitch = cols ? ql : qk;
     const int64_t vectors = cols ? L : K;  // Q's vectors run along its other dimension
-    const bool vec = is_aligned(q, 16) && (vectors == 1 || pitch % kVec == 0);
+    const bool vec = is_aligned(q, 16) && (vectors == 1 || pitch % kVec == 0) && q_batch % kVec == 0;
     // P's rows may come from any layout; contiguous along k ("cols" reads them along k) they are read 16 bytes
     // at a time too.
     const bool p_vec = pk == 1 && p_rows_aligned();
@@ -757,6 +809,10 @@ void launch_matvec(const Args& args) {
                                                        vec,
                                                        p_vec,
                                                        0};
+    skinny.batch = static_cast<int>(batch);
+    skinny.p_batch = p_batch;
+    skinny.q_batch = q_batch;
+    skinny.c_batch = M * N;
     launch_typed<scalar_t>(skinny, cols, args.device, args.stream, *args.workspace);
   });
 }

@@ -359,7 +359,7 @@ TENSOR_CORE_SWEEP_SHAPES: list[Shape] = [(4096, 4096, 4096), (8192, 8192, 8192)]
 # fp64_dmma), so one sweep holds docs/matmul.md's table of every kernel (scripts/results_table.py --ladder).
 LADDER_SWEEP_SHAPE: Shape = (4096, 4096, 4096)
 TF32_SWEEP_SHAPES: list[Shape] = [(4096, 4096, 4096)]
-MAX_MATMUL_DIM = 65536  # --size: larger dimensions are surely a typo (2^24 meant for square, say)
+MAX_MATMUL_DIM = 2**20  # --size: the corpus's longest K (a million); larger is surely a typo (2^24 meant for square)
 # The tensor-core steps are the ladder steps that take only these dtypes (the SIMT steps take all four).
 TENSOR_CORE_DTYPES = frozenset({"float16", "bfloat16"})
 
