@@ -46,6 +46,8 @@ def matmul_tuning(
     matvec_blocks_per_sm: Value | None = None,
     matvec_mma_min_rows: Value | None = None,
     matvec_cluster_splits: Value | None = None,
+    block_n12: Value | None = None,
+    stream_k12: Value | None = None,
 ) -> Iterator[None]:
     """Overrides the given knobs for the duration of the block; a knob left None keeps its current value.
 
@@ -53,7 +55,9 @@ def matmul_tuning(
     config_fp64: the float64 tensor-core kernel's configuration; smem_limit_bytes: the shared memory per block the
     launchers believe the GPU allows (to run the configurations of GPUs with less); matvec_blocks_per_sm,
     matvec_mma_min_rows, matvec_cluster_splits: the matrix-vector kernel's split of K, the rows from which it uses
-    the tensor cores, and its cap on splits per cluster. Raises RuntimeError on a build without CUDA kernels.
+    the tensor cores, and its cap on splits per cluster; block_n12 and stream_k12: step 12's tile width (64, 128,
+    256) and stream-K ("on" wherever the tiles allow it, "off"). Raises RuntimeError on a build without CUDA
+    kernels.
     """
     overrides = {
         "config06": config06,
@@ -64,6 +68,8 @@ def matmul_tuning(
         "matvec_blocks_per_sm": matvec_blocks_per_sm,
         "matvec_mma_min_rows": matvec_mma_min_rows,
         "matvec_cluster_splits": matvec_cluster_splits,
+        "block_n12": block_n12,
+        "stream_k12": stream_k12,
     }
     op = _tuning_op()
     previous: list[tuple[str, str]] = []

@@ -599,15 +599,26 @@ BATCH_LAYOUTS = [
 ]  # fmt: skip
 
 
+# (batch, M, N, K): edge tiles with direct stores (N % 8 != 0), batches of matrix-vector products (matvec's short
+# side M, and N: its transposed output), whole 16-byte rows (TMA stores in step 12). Every shape for the kernels
+# that take a batch in one launch (and variant 0); the first for the others, which loop over the matrices.
+BATCH_SHAPES = [(3, 70, 132, 92), (5, 1, 40, 300), (3, 40, 3, 72), (4, 136, 264, 136)]
+BATCHED_KERNELS = {"01_tiled", "06_async_pipeline", "12_hopper_gemm", "matvec"}
+
+
+def _batched_params() -> list:
+    params = []
+    for p in step_dtype_params([0, *VARIANTS], DTYPES):
+        variant = p.values[0]
+        shapes = BATCH_SHAPES if variant == 0 or NAMES[variant] in BATCHED_KERNELS else BATCH_SHAPES[:1]
+        params += [pytest.param(*p.values, smnk, id=f"{p.id}-{'x'.join(map(str, smnk))}") for smnk in shapes]
+    return params
+
+
 @requires_cuda
 @pytest.mark.gpu
-@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params([0, *VARIANTS], DTYPES))
+@pytest.mark.parametrize(("variant", "dtype", "smnk"), _batched_params())
 @pytest.mark.parametrize("layout", BATCH_LAYOUTS)
-# (batch, M, N, K): edge tiles with direct stores (N % 8 != 0), batches of matrix-vector products (matvec's short
-# side M, and N: its transposed output), whole 16-byte rows (TMA stores in step 12).
-@pytest.mark.parametrize(
-    "smnk", [(3, 70, 132, 92), (5, 1, 40, 300), (3, 40, 3, 72), (4, 136, 264, 136)], ids=lambda s: "x".join(map(str, s))
-)
 def test_step_batched(variant, dtype, layout, smnk):
     """Every kernel takes a batch: one launch on those with kBatched (csrc/cuda/matmul/dispatch.cpp), one per
     matrix on the others; each matrix of the result checked."""
@@ -661,6 +672,25 @@ def test_step12_batched_schedules(variant, dtype, smnk):
     out = mm(a, b, variant)
     for i in range(s):
         assert_step_close(out[i], a[i], b[i], variant)
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize(("variant", "dtype"), step_dtype_params(STEP12, [torch.bfloat16]))
+def test_step12_tuning_knobs(matmul_tuning, variant, dtype):
+    """block_n12 and stream_k12 force step 12's tile width and stream-K (also for a single wave that leaves SMs
+    idle, which the launcher splits only when forced); every choice computes the same product. Bad values are clear
+    errors."""
+    a = rand(300, 4100, dtype=dtype, device="cuda", seed=_seed("knobs", "a"))
+    b = rand(4100, 700, dtype=dtype, device="cuda", seed=_seed("knobs", "b"))
+    for block_n in (64, 128, 256):
+        for stream_k in ("on", "off"):
+            matmul_tuning(block_n12=block_n, stream_k12=stream_k)
+            assert_step_close(mm(a, b, variant), a, b, variant)
+    with pytest.raises(RuntimeError, match=rf"{TUNING}: block_n12=96 is not 64, 128 or 256"):
+        matmul_tuning(block_n12=96)
+    with pytest.raises(RuntimeError, match=rf"{TUNING}: stream_k12=yes is not 'on' or 'off'"):
+        matmul_tuning(stream_k12="yes")
 
 
 @requires_cuda

@@ -34,8 +34,11 @@ std::string set_tuning(const std::string& name, const std::string& value) {
   std::string* text = name == "config06"      ? &t.config06
                       : name == "config08"    ? &t.config08
                       : name == "config_fp64" ? &t.config_fp64
+                      : name == "stream_k12"  ? &t.stream_k12
                                               : nullptr;
   if (text != nullptr) {
+    CUDA_KERNELS_CHECK(name != "stream_k12" || value.empty() || value == "on" || value == "off",
+                       "cuda_kernels.matmul_tuning: stream_k12=", value, " is not 'on' or 'off'");
     std::string previous = *text;
     *text = value;
     return previous;
@@ -45,11 +48,14 @@ std::string set_tuning(const std::string& name, const std::string& value) {
                     : name == "matvec_blocks_per_sm"  ? &t.matvec_blocks_per_sm
                     : name == "matvec_mma_min_rows"   ? &t.matvec_mma_min_rows
                     : name == "matvec_cluster_splits" ? &t.matvec_cluster_splits
+                    : name == "block_n12"             ? &t.block_n12
                                                       : nullptr;
   CUDA_KERNELS_CHECK(number != nullptr, "cuda_kernels.matmul_tuning: unknown knob '", name,
                      "'; known: config06, splits06, smem_limit_bytes, config08, config_fp64, matvec_blocks_per_sm, "
-                     "matvec_mma_min_rows, matvec_cluster_splits");
+                     "matvec_mma_min_rows, matvec_cluster_splits, block_n12, stream_k12");
   const int64_t parsed = positive_int(name, value);
+  CUDA_KERNELS_CHECK(name != "block_n12" || parsed == 0 || parsed == 64 || parsed == 128 || parsed == 256,
+                     "cuda_kernels.matmul_tuning: block_n12=", value, " is not 64, 128 or 256");
   std::string previous = text_of(*number);
   *number = parsed;
   return previous;

@@ -2,6 +2,7 @@
 // dtype in 12_hopper_gemm_bf16.cu and 12_hopper_gemm_fp16.cu.
 #include "cuda/matmul/args.h"
 #include "cuda/matmul/ladder/12_hopper_gemm.cuh"
+#include "cuda/matmul/tuning.h"
 #include "cuda/utils.cuh"
 
 namespace cuda_kernels::matmul_ladder {
@@ -11,16 +12,20 @@ bool wgmma_available(int device);  // defined with step 9
 void launch_12_hopper_gemm(const Args& args) {
   const hopper::Call call = hopper::prepare_call("12_hopper_gemm", args, &wgmma_available);
   const int sms = sm_count(call.device);
+  // The tuning knobs block_n12 and stream_k12 (cuda/matmul/tuning.h) force the tile width and stream-K.
+  wgmma12::LaunchOptions opt;
+  opt.block_n = static_cast<int>(tuning().block_n12);
+  opt.stream_k = tuning().stream_k12 == "on" ? 1 : tuning().stream_k12 == "off" ? 0 : -1;
   // Stream-K scratch from the call's workspace (torch's caching allocator: stream-ordered, so concurrent calls never
   // share it; under graph capture it is the graph's own), only for shapes that use stream-K.
   wgmma12::Workspace ws;
-  if (wgmma12::wants_workspace(call.M, call.N, call.K, call.batch, sms)) {
+  if (opt.stream_k == 1 || (opt.stream_k < 0 && wgmma12::wants_workspace(call.M, call.N, call.K, call.batch, sms))) {
     ws.bytes = wgmma12::workspace_bytes(sms);
     ws.ptr = args.workspace->alloc(ws.bytes);
   }
   const wgmma12::Epilogue epi{static_cast<const uint16_t*>(args.bias), args.activation};
   hopper::check_launch("12_hopper_gemm", wgmma12::launch(call.bf16, call.M, call.N, call.K, call.batch, call.a, call.b,
-                                                         call.c, sms, call.stream, {}, ws, epi));
+                                                         call.c, sms, call.stream, opt, ws, epi));
 }
 
 }  // namespace cuda_kernels::matmul_ladder

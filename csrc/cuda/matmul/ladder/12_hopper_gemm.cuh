@@ -641,16 +641,17 @@ constexpr double kMinIdleFraction = 0.45;
 
 // Fills sk for a grid of `clusters` clusters over `super_tiles` super-tiles of k_slabs slabs: data-parallel
 // unless the last wave is partial, then the full waves data-parallel and the last one split along K evenly over
-// all clusters (for_each_work).
+// all clusters (for_each_work). A single wave that leaves clusters idle (fewer super-tiles than clusters) is split
+// so only when forced (mode 1: the stream_k12 knob).
 inline StreamK plan_stream_k(int64_t super_tiles, int64_t clusters, int k_slabs, int cm, int mode,
                              const Workspace& ws) {
   StreamK sk{nullptr, nullptr, 0, super_tiles};
   const int64_t rest = super_tiles % clusters;
-  const bool pays = k_slabs >= kMinStreamKSlabs && rest != 0 &&
+  const bool pays = k_slabs >= kMinStreamKSlabs && rest != 0 && super_tiles > clusters &&
                     static_cast<double>(clusters - rest) > kMinIdleFraction * static_cast<double>(clusters);
   const bool fits = ws.ptr != nullptr && ws.bytes >= workspace_bytes(static_cast<int>(clusters * cm));
   // Every cluster's range must hold a slab (an empty one would publish nothing for its owner to wait on).
-  if (mode == 0 || !fits || super_tiles <= clusters || rest * k_slabs < clusters || (mode < 0 && !pays)) return sk;
+  if (mode == 0 || !fits || rest == 0 || rest * k_slabs < clusters || (mode < 0 && !pays)) return sk;
   static std::atomic<uint64_t> launches{0};
   sk.partials = static_cast<float*>(ws.ptr);
   sk.flags = reinterpret_cast<uint64_t*>(static_cast<char*>(ws.ptr) + clusters * cm * kPartialFloats * sizeof(float));
@@ -741,9 +742,13 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
     return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, sms, group_m, stream, ws, stream_k,
                                                   k_splits / 2, epi);
   }
-  int64_t clusters = k_splits > 1 ? super_tiles : std::min<int64_t>({super_tiles, int64_t{fit}, int64_t{sms / CM}});
+  // Clusters the GPU holds at once; stream-K spreads the k-slabs over all of them, data-parallel tiles need at most
+  // one each.
+  const int64_t resident = std::min<int64_t>(fit, sms / CM);
   if (group_m <= 0) group_m = std::max(1, kGroupRows / CM);
-  const StreamK sk = plan_stream_k(super_tiles, clusters, (K + kBK - 1) / kBK, CM, k_splits > 1 ? 0 : stream_k, ws);
+  const StreamK sk = plan_stream_k(super_tiles, resident, (K + kBK - 1) / kBK, CM, k_splits > 1 ? 0 : stream_k, ws);
+  int64_t clusters =
+      k_splits > 1 ? super_tiles : (sk.partials != nullptr ? resident : std::min<int64_t>(super_tiles, resident));
   if (BN == Wide::BN && k_splits == 1 && sk.partials == nullptr) {
     // Data-parallel 128 x 256 tiles: as few clusters as give the same number of waves (4096^3: 64 instead of 66,
     // 4 waves either way). The SMs left idle draw no power, and under the board's power cap the others then run
@@ -760,12 +765,14 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
                             batched, group_m, sk, k_splits, epi);
 }
 
-// The tile width for `batch` M x N outputs on `sms` SMs: the widest whose tile count keeps (nearly) every SM busy,
-// among the configurations that take a batch (Config::kBatches) when batch > 1.
+// The tile width for `batch` M x N outputs on `sms` SMs (among the configurations that take a batch when batch > 1):
+// 128 x 256 when its tiles number at least half the SMs; else 128 x 128 when its tiles do; else 128 x 64. Fewer busy
+// SMs with 128 x 128 tiles beat twice as many 128 x 64 blocks, which multiply half as much per byte they load
+// (docs/matmul.md has the shapes measured).
 inline int pick_block_n(int M, int N, int batch, int sms) {
   const auto tiles = [&](int bn) { return int64_t{(M + kBM - 1) / kBM} * ((N + bn - 1) / bn) * batch; };
   if (tiles(256) * 2 >= sms) return batch == 1 || Wide::kBatches ? Wide::BN : Mid::BN;
-  if (tiles(128) * 4 >= sms * 3) return 128;
+  if (tiles(128) * 2 >= sms) return 128;
   return 64;
 }
 
