@@ -525,15 +525,17 @@ def linear_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, gen: t
 
 
 def _check_linear(inputs: list[Tensor], out: Tensor, gelu: bool, tf32: bool) -> tuple[bool | None, str]:
-    """out against float64 gelu(x @ w.T + b) (or x @ w.T): matmul's bound on z (with one more rounding of z, which
-    the paths without a fused epilogue make, as torch's chain does), times GELU's largest slope (1.13), and the
-    output's own rounding."""
+    """out against float64 gelu(x @ w.T + b) (or x @ w.T): matmul's bound on z, plus one more rounding, of x @ w.T
+    before the bias (the paths without a fused epilogue) or of z after it (torch's chain), times GELU's largest slope
+    (1.13), and the output's own rounding."""
     x, w, b = inputs
     if not gelu:
         return check_matmul(x, w.t(), out, tf32=tf32)
-    z = x.double() @ w.double().t() + b.double()
+    product = x.double() @ w.double().t()
+    z = product + b.double()
     eps = torch.finfo(x.dtype).eps
-    bound = 1.13 * ((tf32_matmul_error_bound if tf32 else matmul_error_bound)(x, w.t(), z) + eps * z.abs())
+    rounding = eps * torch.maximum(product.abs(), z.abs())
+    bound = 1.13 * ((tf32_matmul_error_bound if tf32 else matmul_error_bound)(x, w.t(), z) + rounding)
     ref = F.gelu(z)
     bound = bound + eps * ref.abs()
     err = (out.double() - ref).abs()
