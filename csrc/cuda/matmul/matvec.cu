@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "cuda/matmul/args.h"
@@ -78,7 +79,9 @@ struct SkinnyArgs {
 };
 
 // a for the matrix of the batch that this block works on (blockIdx.z / s_blocks), and the block's share of S rows
-// (blockIdx.z % s_blocks) in *s_block.
+// (blockIdx.z % s_blocks) in *s_block. The kernels are compiled with and without a batch (kBatched), and only the
+// batched ones call it: the pointers it moves live in registers, which in a one-matrix kernel cost a block per SM
+// that a memory-bound kernel pays for (docs/matmul.md).
 template <typename T, typename Acc>
 __device__ __forceinline__ SkinnyArgs<T, Acc> matrix_of_block(SkinnyArgs<T, Acc> a, int* s_block) {
   const int z = static_cast<int>(blockIdx.z), m = z / a.s_blocks;
@@ -150,8 +153,8 @@ __device__ __forceinline__ void load_vec(const T* src, Acc (&dst)[kV]) {
 // whole warp reads one address).
 constexpr int kPRowsK = 64;  // k of P staged at a time
 constexpr int kPSharedRows = 8;
-template <typename T, typename Acc, int SR>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_rows(SkinnyArgs<T, Acc> batch_args, int groups) {
+template <typename T, typename Acc, int SR, bool kBatched>
+__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_rows(SkinnyArgs<T, Acc> a, int groups) {
   constexpr int kV = vec_of<T>();
   constexpr int kLTile = 32 * kV;
   constexpr bool kPShared = SR >= kPSharedRows;
@@ -164,7 +167,11 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_rows(SkinnyArgs
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sb = SR * groups;
   int s_block;
-  const SkinnyArgs<T, Acc> a = matrix_of_block(batch_args, &s_block);
+  if constexpr (kBatched) {
+    a = matrix_of_block(a, &s_block);
+  } else {
+    s_block = static_cast<int>(blockIdx.z);
+  }
   const int s0 = s_block * sb;
   const int g = warp % groups, kg = warp / groups, k_groups = kWarps / groups;
   const int l = blockIdx.x * kLTile + lane * kV;  // this thread's first column
@@ -310,8 +317,8 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_rows(SkinnyArgs
 // The block's rows of P are staged in shared memory kPChunkBytes of each row at a time: every warp reads all of
 // them, and from L2 that traffic was several times Q's.
 constexpr int kPChunkBytes = 2048;
-template <typename T, typename Acc, int SR>
-__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_cols(SkinnyArgs<T, Acc> batch_args) {
+template <typename T, typename Acc, int SR, bool kBatched>
+__global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_cols(SkinnyArgs<T, Acc> a) {
   constexpr int kV = vec_of<T>();
   constexpr int kChunk = kPChunkBytes / sizeof(T);  // k per chunk: a multiple of 32 lanes x kV
   // Q evict-first (the top of the file), except in float64, whose "cols" blocks measured slower with it.
@@ -320,7 +327,11 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_cols(SkinnyArgs
   __shared__ Acc sums[SR][kWarps * kCols];  // the block's sums, when a cluster adds up the splits
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int s_block;
-  const SkinnyArgs<T, Acc> a = matrix_of_block(batch_args, &s_block);
+  if constexpr (kBatched) {
+    a = matrix_of_block(a, &s_block);
+  } else {
+    s_block = static_cast<int>(blockIdx.z);
+  }
   const int s0 = s_block * SR;
   const int l0 = (blockIdx.x * kWarps + warp) * kCols;
   // The last split's k_begin + kc may pass 2^31 (K close to it, rounded up): computed in 64 bits.
@@ -419,8 +430,8 @@ __device__ __forceinline__ uint32_t mma_swizzle(int r, int c) {
   return r * (kChunksPerRow * 16) + ((c ^ (r & 7)) << 4);
 }
 
-template <typename T, bool kQCols>
-__global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyArgs<T, float> batch_args) {
+template <typename T, bool kQCols, bool kBatched>
+__global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyArgs<T, float> a) {
 #if CUDA_KERNELS_SM80_UNSUPPORTED
   __trap();  // the launcher takes this kernel on compute >= 8.0 only
 #else
@@ -432,7 +443,11 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyAr
   const uint32_t smem0 = sm80::smem_addr(smem);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   int s_block;  // 0: one block has all S rows
-  const SkinnyArgs<T, float> a = matrix_of_block(batch_args, &s_block);
+  if constexpr (kBatched) {
+    a = matrix_of_block(a, &s_block);
+  } else {
+    s_block = static_cast<int>(blockIdx.z);
+  }
   const int l0 = blockIdx.x * kMmaCols;
   // The last split's k_begin + kc may pass 2^31 (K close to it, rounded up): computed in 64 bits.
   const int k_begin = blockIdx.y * a.kc, k_end = static_cast<int>(min(int64_t{a.K}, int64_t{k_begin} + a.kc));
@@ -636,10 +651,10 @@ void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cuda
 }
 
 // Launches the "mma" kernel (launch_typed asks for it with 16-bit T only).
-template <typename T, bool kQCols>
+template <typename T, bool kQCols, bool kBatched>
 void launch_mma(const dim3& grid, const SkinnyArgs<T, opmath_type<T>>& args, int device, cudaStream_t stream) {
   if constexpr (sizeof(T) == 2) {
-    constexpr auto* kernel = &matmul_kernel_matvec_mma<T, kQCols>;
+    constexpr auto* kernel = &matmul_kernel_matvec_mma<T, kQCols, kBatched>;
     opt_in_dynamic_smem<kernel>(kMmaSmemBytes, device);
     launch(kernel, grid, kMmaThreads, kMmaSmemBytes, stream, args.cluster, args);
   } else {
@@ -706,19 +721,28 @@ void launch_typed(SkinnyArgs<T, opmath_type<T>> args, bool cols, int device, cud
   const dim3 grid(static_cast<unsigned>(l_tiles), static_cast<unsigned>(splits),
                   static_cast<unsigned>(s_blocks * batch));
   const int cl = args.cluster;
-  if (mma) {
-    cols ? launch_mma<T, true>(grid, args, device, stream) : launch_mma<T, false>(grid, args, device, stream);
-  } else if (cols) {
-    if (sr == 1) launch(matmul_kernel_matvec_cols<T, Acc, 1>, grid, kThreads, 0, stream, cl, args);
-    if (sr == 4) launch(matmul_kernel_matvec_cols<T, Acc, 4>, grid, kThreads, 0, stream, cl, args);
-    if (sr == 16) launch(matmul_kernel_matvec_cols<T, Acc, 16>, grid, kThreads, 0, stream, cl, args);
-  } else {
-    if (sr == 1) launch(matmul_kernel_matvec_rows<T, Acc, 1>, grid, kThreads, 0, stream, cl, args, groups);
-    if (sr == 4) launch(matmul_kernel_matvec_rows<T, Acc, 4>, grid, kThreads, 0, stream, cl, args, groups);
-    if constexpr (sizeof(T) != 2) {  // 16-bit types take at most 4 rows a thread (rows_per_thread)
-      if (sr == 8) launch(matmul_kernel_matvec_rows<T, Acc, 8>, grid, kThreads, 0, stream, cl, args, groups);
-      if (sr == 16) launch(matmul_kernel_matvec_rows<T, Acc, 16>, grid, kThreads, 0, stream, cl, args, groups);
+  // The kernels for a batch, or for one matrix (matrix_of_block says why both).
+  const auto run = [&](auto batched) {
+    constexpr bool kB = decltype(batched)::value;
+    if (mma) {
+      cols ? launch_mma<T, true, kB>(grid, args, device, stream) : launch_mma<T, false, kB>(grid, args, device, stream);
+    } else if (cols) {
+      if (sr == 1) launch(matmul_kernel_matvec_cols<T, Acc, 1, kB>, grid, kThreads, 0, stream, cl, args);
+      if (sr == 4) launch(matmul_kernel_matvec_cols<T, Acc, 4, kB>, grid, kThreads, 0, stream, cl, args);
+      if (sr == 16) launch(matmul_kernel_matvec_cols<T, Acc, 16, kB>, grid, kThreads, 0, stream, cl, args);
+    } else {
+      if (sr == 1) launch(matmul_kernel_matvec_rows<T, Acc, 1, kB>, grid, kThreads, 0, stream, cl, args, groups);
+      if (sr == 4) launch(matmul_kernel_matvec_rows<T, Acc, 4, kB>, grid, kThreads, 0, stream, cl, args, groups);
+      if constexpr (sizeof(T) != 2) {  // 16-bit types take at most 4 rows a thread (rows_per_thread)
+        if (sr == 8) launch(matmul_kernel_matvec_rows<T, Acc, 8, kB>, grid, kThreads, 0, stream, cl, args, groups);
+        if (sr == 16) launch(matmul_kernel_matvec_rows<T, Acc, 16, kB>, grid, kThreads, 0, stream, cl, args, groups);
+      }
     }
+  };
+  if (batch > 1) {
+    run(std::true_type{});
+  } else {
+    run(std::false_type{});
   }
   if (splits > 1 && cl == 0) {
     const int64_t blocks =
