@@ -138,6 +138,10 @@ def test_matmul_opcheck(device):
         b = rand(7, 3, dtype=dtype, device=device).requires_grad_()
         torch.library.opcheck(torch.ops.cuda_kernels.matmul.default, (a, b, 0))
         torch.library.opcheck(torch.ops.cuda_kernels.matmul.default, (a.detach().t().contiguous().t(), b.detach(), 0))
+        # A batch, one operand broadcast (stride 0 along the batch), as the wrapper passes torch.matmul's shapes.
+        a3 = rand(3, 5, 7, dtype=dtype, device=device).requires_grad_()
+        b3 = rand(1, 7, 4, dtype=dtype, device=device).expand(3, 7, 4)
+        torch.library.opcheck(torch.ops.cuda_kernels.matmul.default, (a3, b3, 0))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -164,6 +168,21 @@ def test_matmul_compile_fullgraph(device):
     a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
     ((a2 @ b2) ** 2).sum().backward()
     torch.testing.assert_close(loss, ((a2 @ b2) ** 2).sum())
+    torch.testing.assert_close(a.grad, a2.grad)
+    torch.testing.assert_close(b.grad, b2.grad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_batched_compile_fullgraph(device):
+    """torch.matmul's batched shapes through torch.compile: the wrapper's broadcasting traces into the graph."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, b: cuda_kernels.matmul(a, b).sum(), fullgraph=True)
+    a = rand(2, 1, 4, 6, device=device, dtype=torch.float64, seed=9).requires_grad_()
+    b = rand(3, 6, 5, device=device, dtype=torch.float64, seed=10).requires_grad_()
+    compiled(a, b).backward()
+    a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    torch.matmul(a2, b2).sum().backward()
     torch.testing.assert_close(a.grad, a2.grad)
     torch.testing.assert_close(b.grad, b2.grad)
 
