@@ -41,6 +41,13 @@ def set_dump_dir(path: str | os.PathLike | None) -> None:
 # autograd layer altogether, as torch's own C++ autograd kernels do (docs/benchmarks.md, "Host time per call").
 _BELOW_AUTOGRAD = torch._C._AutoDispatchBelowAutograd
 
+# Whether torch allows TF32 for float32 matmul now: the function torch.backends.cuda.matmul.allow_tf32 returns, called
+# without that module object's attribute lookups, which cost every matmul and linear call several times what the
+# call does (torch.compile traces either). The property where a torch lacks the function.
+_tf32_allowed: Callable[[], bool] = getattr(
+    torch._C, "_get_cublas_allow_tf32", lambda: torch.backends.cuda.matmul.allow_tf32
+)
+
 
 class _Op:
     """An op as its wrapper calls it: `_Op("square", backward, setup_context)` registers the formula (backward and
@@ -230,7 +237,7 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
     """
     # TF32 as torch allows it now (torch.backends.cuda.matmul.allow_tf32, set_float32_matmul_precision): the
     # binary cannot ask torch itself (the stable ABI has no such call), so the op takes it as an argument.
-    tf32 = torch.backends.cuda.matmul.allow_tf32
+    tf32 = _tf32_allowed()
     if isinstance(a, Tensor) and isinstance(b, Tensor) and (a.dim() != 2 or b.dim() != 2):
         return _matmul_nd(a, b, variant, tf32)
     if _DUMP_DIR is None:
@@ -532,7 +539,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: st
     """
     if x is None:  # no tensor to dispatch on: the dispatcher's own error would not name the op
         raise RuntimeError("cuda_kernels.linear: x is an undefined tensor")
-    tf32 = torch.backends.cuda.matmul.allow_tf32
+    tf32 = _tf32_allowed()
     if (
         activation is not None
         and torch.is_grad_enabled()
