@@ -687,6 +687,9 @@ def test_step12_tuning_knobs(matmul_tuning, variant, dtype):
         for stream_k in ("on", "off"):
             matmul_tuning(block_n12=block_n, stream_k12=stream_k)
             assert_step_close(mm(a, b, variant), a, b, variant)
+    matmul_tuning(block_n12=256, stream_k12=None)
+    with pytest.raises(RuntimeError, match=rf"{OP}: step 12: the tuning knob block_n12=256 takes one product"):
+        mm(a[None].expand(2, -1, -1), b[None].expand(2, -1, -1), variant)
     with pytest.raises(RuntimeError, match=rf"{TUNING}: block_n12=96 is not 64, 128 or 256"):
         matmul_tuning(block_n12=96)
     with pytest.raises(RuntimeError, match=rf"{TUNING}: stream_k12=yes is not 'on' or 'off'"):

@@ -382,6 +382,10 @@ void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& ker
   }
   const int64_t size = static_cast<int64_t>(c.element_size());
   for (int64_t i = 0; i < batch; ++i) {
+    // A workspace per matrix: one for the whole batch would keep every matrix's copies and scratch until the last
+    // launch (the caching allocator is stream-ordered, so each is free for the next once its launch is queued).
+    TensorWorkspace matrix_workspace(c);
+    args.workspace = &matrix_workspace;
     args.a = static_cast<const char*>(a.const_data_ptr()) + i * sa_batch * size;
     args.b = static_cast<const char*>(b.const_data_ptr()) + i * sb_batch * size;
     args.c = static_cast<char*>(c.mutable_data_ptr()) + i * M * N * size;

@@ -16,10 +16,16 @@ void launch_12_hopper_gemm(const Args& args) {
   wgmma12::LaunchOptions opt;
   opt.block_n = static_cast<int>(tuning().block_n12);
   opt.stream_k = tuning().stream_k12 == "on" ? 1 : tuning().stream_k12 == "off" ? 0 : -1;
+  CUDA_KERNELS_CHECK(opt.block_n != wgmma12::Wide::BN || call.batch == 1 || wgmma12::Wide::kBatches,
+                     "cuda_kernels.matmul: step 12: the tuning knob block_n12=", opt.block_n,
+                     " takes one product, not a batch of ", call.batch,
+                     " (its tile is not compiled for batches); use "
+                     "64 or 128");
   // Stream-K scratch from the call's workspace (torch's caching allocator: stream-ordered, so concurrent calls never
   // share it; under graph capture it is the graph's own), only for shapes that use stream-K.
   wgmma12::Workspace ws;
-  if (opt.stream_k == 1 || (opt.stream_k < 0 && wgmma12::wants_workspace(call.M, call.N, call.K, call.batch, sms))) {
+  if (opt.stream_k == 1 ||
+      (opt.stream_k < 0 && wgmma12::wants_workspace(call.M, call.N, call.K, call.batch, sms, opt.block_n))) {
     ws.bytes = wgmma12::workspace_bytes(sms);
     ws.ptr = args.workspace->alloc(ws.bytes);
   }

@@ -776,10 +776,11 @@ inline int pick_block_n(int M, int N, int batch, int sms) {
   return 64;
 }
 
-// Whether launch() with default options would want a stream-K workspace for this shape on `sms` SMs (assuming
-// every SM holds a block: the grid it plans for); without one it runs data-parallel.
-inline bool wants_workspace(int M, int N, int K, int batch, int sms) {
-  const int bn = pick_block_n(M, N, batch, sms);
+// Whether launch() with default options (block_n: the tile width it is given, 0 by shape) would want a stream-K
+// workspace for this shape on `sms` SMs (assuming every SM holds a block: the grid it plans for); without one it
+// runs data-parallel.
+inline bool wants_workspace(int M, int N, int K, int batch, int sms, int block_n = 0) {
+  const int bn = block_n != 0 ? block_n : pick_block_n(M, N, batch, sms);
   const int cm = bn == Narrow::BN ? Narrow::CM : (bn == Mid::BN ? Mid::CM : Wide::CM);
   const int64_t super_tiles = int64_t{(M + cm * kBM - 1) / (cm * kBM)} * ((N + bn - 1) / bn) * batch;
   const Workspace any{reinterpret_cast<void*>(uintptr_t{16}), workspace_bytes(sms)};  // a stand-in: size only
