@@ -36,7 +36,7 @@ from conftest import DEVICES, DTYPES, assert_matmul_close, rand, requires_cuda
 from torch import Tensor
 
 import cuda_kernels
-from cuda_kernels.tools.testing import ACCUMULATOR, LAMBDA, UNIT_ROUNDOFF, accumulation_factor
+from cuda_kernels.tools.testing import ACCUMULATOR, LAMBDA, UNIT_ROUNDOFF, accumulation_factor, check_within
 
 OP = "cuda_kernels.linear"
 ACTIVATIONS = [None, "relu", "gelu", "gelu_tanh", "silu", "swiglu"]
@@ -179,26 +179,12 @@ def linear_reference(
     return ref.reshape(shape), bound.reshape(shape)
 
 
-def _within(got: Tensor, ref: Tensor, bound: Tensor) -> tuple[bool, str]:
-    got = got.detach().double()
-    err = (got - ref).abs()
-    bad = ~(err <= bound)  # NaN compares False, so NaN counts as bad
-    if not bad.any():
-        return True, ""
-    i = tuple(int(v) for v in bad.nonzero()[0])
-    return False, (
-        f"{int(bad.sum())} of {got.numel()} elements out of tolerance; first at {i}: got {got[i].item():.9g}, "
-        f"expected {ref[i].item():.9g} (bound {bound[i].item():.3g}); "
-        f"worst error/bound {(err / bound).nan_to_num(float('inf')).max().item():.3g}"
-    )
-
-
 def check_linear(out: Tensor, x: Tensor, w: Tensor, b: Tensor | None, activation: str | None) -> tuple[bool, str]:
     """(ok, message) for out = cuda_kernels.linear(x, w, b, activation), as conftest's check_matmul."""
     shape = (*x.shape[:-1], n_out(w.shape[0], activation))
     if tuple(out.shape) != shape or out.dtype != x.dtype or out.device != x.device:
         return False, f"got {tuple(out.shape)} {out.dtype} on {out.device}, expected {shape} {x.dtype} on {x.device}"
-    return _within(out, *linear_reference(x, w, b, activation, rounds_z(out, x, w, b, activation)))
+    return check_within(out, *linear_reference(x, w, b, activation, rounds_z(out, x, w, b, activation)))
 
 
 def assert_linear_close(out: Tensor, x: Tensor, w: Tensor, b: Tensor | None, activation: str | None) -> None:
@@ -295,7 +281,7 @@ def assert_grads_close(
             f"grad of {name}: got {tuple(got.shape)} {got.dtype} on {got.device}, expected {tuple(like.shape)} "
             f"{like.dtype} on {like.device}"
         )
-        ok, message = _within(got, want, bound)
+        ok, message = check_within(got, want, bound)
         assert ok, f"grad of {name} (activation={activation}, bias={b is not None}): {message}"
 
 

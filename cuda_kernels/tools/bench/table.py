@@ -24,7 +24,7 @@ from torch import Tensor
 
 import cuda_kernels
 from cuda_kernels.tools.bench.corpus import AWKWARD_SHAPES, BATCHED_SHAPES, CORPUS_SHAPES, LINEAR_SHAPES
-from cuda_kernels.tools.testing import check_matmul, matmul_error_bound, tf32_matmul_error_bound
+from cuda_kernels.tools.testing import check_matmul, check_within, matmul_error_bound, tf32_matmul_error_bound
 
 Shape = tuple[int, ...]
 DTYPES = {
@@ -537,15 +537,7 @@ def _check_linear(inputs: list[Tensor], out: Tensor, gelu: bool, tf32: bool) -> 
     rounding = eps * torch.maximum(product.abs(), z.abs())
     bound = 1.13 * ((tf32_matmul_error_bound if tf32 else matmul_error_bound)(x, w.t(), z) + rounding)
     ref = F.gelu(z)
-    bound = bound + eps * ref.abs()
-    err = (out.double() - ref).abs()
-    bad = ~(err <= bound)
-    if not bad.any():
-        return True, ""
-    return (
-        False,
-        f"{int(bad.sum())} of {out.numel()} elements out of tolerance; worst error/bound {(err / bound).max():.3g}",
-    )
+    return check_within(out, ref, bound + eps * ref.abs())
 
 
 def linear_entry(
