@@ -660,6 +660,11 @@ inline StreamK plan_stream_k(int64_t super_tiles, int64_t clusters, int k_slabs,
   return sk;
 }
 
+// Tiles of `rows` x bn over `batch` M x N outputs (rows: kBM for tiles, CM * kBM for super-tiles).
+inline int64_t tile_count(int M, int N, int batch, int rows, int bn) {
+  return int64_t{(M + rows - 1) / rows} * ((N + bn - 1) / bn) * batch;
+}
+
 // Split-K clusters: at most this many blocks (the portable cluster size) per tile, and by shape only while every
 // block keeps at least kMinSplitSlabs k-slabs: a cluster launch and its exchange cost about what a few slabs do
 // (256^3, 4 slabs, measured slower split).
@@ -670,7 +675,7 @@ constexpr int kMaxKSplits = 8, kMinSplitSlabs = 8;
 // blocks on an SM of their own.
 inline int pick_k_splits(int M, int N, int K, int batch, int sms, int bn) {
   if (bn != 64) return 1;
-  const int64_t tiles = int64_t{(M + kBM - 1) / kBM} * ((N + bn - 1) / bn) * batch;
+  const int64_t tiles = tile_count(M, N, batch, kBM, bn);
   const int k_slabs = (K + kBK - 1) / kBK;
   int splits = 1;
   while (splits * 2 <= kMaxKSplits && k_slabs >= splits * 2 * kMinSplitSlabs && tiles * splits * 2 <= sms) splits *= 2;
@@ -736,7 +741,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
     if (fit < 1) return cudaErrorInvalidConfiguration;
     if (device < hopper::kMaxDevices) max_clusters[slot][device].store(fit, std::memory_order_relaxed);
   }
-  const int64_t super_tiles = int64_t{(M + CM * kBM - 1) / (CM * kBM)} * ((N + BN - 1) / BN) * batch;
+  const int64_t super_tiles = tile_count(M, N, batch, CM * kBM, BN);
   if (k_splits > 1 && super_tiles > fit) {
     // Split tiles run one per cluster, all at once: fewer blocks per tile where the GPU cannot hold them.
     return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, sms, group_m, stream, ws, stream_k,
@@ -770,7 +775,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
 // SMs with 128 x 128 tiles beat twice as many 128 x 64 blocks, which multiply half as much per byte they load
 // (docs/matmul.md has the shapes measured).
 inline int pick_block_n(int M, int N, int batch, int sms) {
-  const auto tiles = [&](int bn) { return int64_t{(M + kBM - 1) / kBM} * ((N + bn - 1) / bn) * batch; };
+  const auto tiles = [&](int bn) { return tile_count(M, N, batch, kBM, bn); };
   if (tiles(256) * 2 >= sms) return batch == 1 || Wide::kBatches ? Wide::BN : Mid::BN;
   if (tiles(128) * 2 >= sms) return 128;
   return 64;
@@ -782,7 +787,7 @@ inline int pick_block_n(int M, int N, int batch, int sms) {
 inline bool wants_workspace(int M, int N, int K, int batch, int sms, int block_n = 0) {
   const int bn = block_n != 0 ? block_n : pick_block_n(M, N, batch, sms);
   const int cm = bn == Narrow::BN ? Narrow::CM : (bn == Mid::BN ? Mid::CM : Wide::CM);
-  const int64_t super_tiles = int64_t{(M + cm * kBM - 1) / (cm * kBM)} * ((N + bn - 1) / bn) * batch;
+  const int64_t super_tiles = tile_count(M, N, batch, cm * kBM, bn);
   const Workspace any{reinterpret_cast<void*>(uintptr_t{16}), workspace_bytes(sms)};  // a stand-in: size only
   return plan_stream_k(super_tiles, sms / cm, (K + kBK - 1) / kBK, cm, -1, any).partials != nullptr;
 }
