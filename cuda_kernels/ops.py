@@ -217,8 +217,8 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
             every other shape torch.matmul takes: 1-D operands (a row, a column: dropped from the result), a batched
             a (..., M, K) with a 2-D b (the batch dimensions fold into M: one product), and batches on both sides,
             (..., M, K) @ (..., K, N) with the batch dimensions broadcast as torch.matmul does: one launch on the
-            kernels that take a batch (01_tiled, 06_async_pipeline, 12_hopper_gemm), which read a broadcast operand
-            once and strided batches as they are; the others run once per matrix.
+            kernels that take a batch (01_tiled, 06_async_pipeline, 12_hopper_gemm, matvec, fp64_dmma: every
+            default pick but tf32_wgmma's), which read a broadcast operand once; the others run once per matrix.
             On CUDA, kernels 2-8 and 15 need row-major inputs and first copy an input that is not contiguous (a
             transposed view, a slice with a row pitch other than its width, an expanded tensor) into a contiguous
             temporary; 01_tiled, the Hopper kernels (9-13) and matvec read transposed views as they are. The CPU

@@ -603,7 +603,7 @@ BATCH_LAYOUTS = [
 # side M, and N: its transposed output), whole 16-byte rows (TMA stores in step 12). Every shape for the kernels
 # that take a batch in one launch (and variant 0); the first for the others, which loop over the matrices.
 BATCH_SHAPES = [(3, 70, 132, 92), (5, 1, 40, 300), (3, 40, 3, 72), (4, 136, 264, 136)]
-BATCHED_KERNELS = {"01_tiled", "06_async_pipeline", "12_hopper_gemm", "matvec"}
+BATCHED_KERNELS = {"01_tiled", "06_async_pipeline", "12_hopper_gemm", "matvec", "fp64_dmma"}
 
 
 def _batched_params() -> list:
@@ -638,12 +638,10 @@ def test_step_batched(variant, dtype, layout, smnk):
 
 @requires_cuda
 @pytest.mark.gpu
-@pytest.mark.parametrize(
-    "variant", [0, *[v for v, n in NAMES.items() if n in ("01_tiled", "06_async_pipeline", "12_hopper_gemm", "matvec")]]
-)
+@pytest.mark.parametrize("variant", [0, *[v for v, n in NAMES.items() if n in BATCHED_KERNELS]])
 def test_batch_beyond_one_grid(variant):
     """More matrices than one launch's grid.z holds (65535): the launchers that put the batch there launch again."""
-    dtype = torch.bfloat16 if NAMES.get(variant) == "12_hopper_gemm" else torch.float32
+    dtype = {"12_hopper_gemm": torch.bfloat16, "fp64_dmma": torch.float64}.get(NAMES.get(variant), torch.float32)
     if not runs(variant, dtype):
         pytest.skip(f"variant {variant} cannot run {dtype} here")
     s, m, n, k = 65535 + 7, 2, 3, 4
@@ -712,7 +710,7 @@ def test_batch_is_one_launch(dtype):
         _, name, _ = matmul_default_kernel(dtype)
         if m <= SKINNY_MAX_SIDE:
             name = "matvec"
-        if name not in ("12_hopper_gemm", "06_async_pipeline", "01_tiled", "matvec"):
+        if name not in BATCHED_KERNELS:
             pytest.skip(f"variant 0 takes {name} here, which runs a batch one matrix at a time")
         with allow_tf32(False), profile(activities=[ProfilerActivity.CUDA]) as prof:
             out = cuda_kernels.matmul(a, b)

@@ -99,7 +99,7 @@ constexpr Kernel kKernels[] = {
     // Special cases, apart from the ladder.
     {13, "tf32_wgmma", kAnyStrides | kTf32Math, kFloat32, 90, &wgmma_available, kSm90aNeeds, &launch_tf32_wgmma},
     {14, "matvec", kAnyStrides | kSkinnyShapes | kBatched, kAllDtypes, 0, nullptr, nullptr, &launch_matvec},
-    {15, "fp64_dmma", kRowMajorInputs, kFloat64, 80, nullptr, nullptr, &launch_fp64_dmma},
+    {15, "fp64_dmma", kRowMajorInputs | kBatched, kFloat64, 80, nullptr, nullptr, &launch_fp64_dmma},
 };
 // clang-format on
 constexpr int kNumKernels = static_cast<int>(std::size(kKernels));

@@ -129,11 +129,15 @@ __device__ __forceinline__ void load_slab(double* as, double* bs, const double* 
   }
 }
 
-// C = A @ B (all row-major float64), one 128 x 128 tile per block, blocks in grouped order.
+// C = A @ B (all row-major float64), one 128 x 128 tile per block, blocks in grouped order; blockIdx.z the matrix
+// of a batch (A and B sa_batch and sb_batch elements apart, C M * N).
 template <class Cfg, bool kVec>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_fp64_dmma(const double* __restrict__ A, const double* __restrict__ B, double* __restrict__ C,
-                            int64_t M, int64_t N, int64_t K) {
+                            int64_t M, int64_t N, int64_t K, int64_t sa_batch, int64_t sb_batch) {
+  A += blockIdx.z * sa_batch;
+  B += blockIdx.z * sb_batch;
+  C += blockIdx.z * M * N;
   constexpr int kBK = Cfg::kBK, kStages = Cfg::kStages, kAPitch = Cfg::kAPitch;
   constexpr int kAStage = Cfg::kAStage, kBStage = Cfg::kBStage;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -218,12 +222,19 @@ void launch_typed(const Args& args) {
   const int64_t tiles = ceil_div<int64_t>(M, kBM) * ceil_div<int64_t>(N, kBN);
   CUDA_KERNELS_CHECK(tiles <= kMaxGridX, "cuda_kernels.matmul: ", M, " x ", N,
                      " output has too many tiles for one launch");
-  kernel<<<static_cast<unsigned>(tiles), kThreads, Cfg::kSmemBytes, args.stream>>>(
-      args.a_ptr<double>(), args.b_ptr<double>(), args.c_ptr<double>(), M, N, K);
-  CUDA_KERNELS_LAUNCH_CHECK();
+  // A batch: blockIdx.z is the matrix, kMaxGridZ of them per launch.
+  for (int64_t first = 0; first < args.batch; first += kMaxGridZ) {
+    const dim3 grid(static_cast<unsigned>(tiles), 1,
+                    static_cast<unsigned>(std::min<int64_t>(args.batch - first, kMaxGridZ)));
+    kernel<<<grid, kThreads, Cfg::kSmemBytes, args.stream>>>(
+        args.a_ptr<double>() + first * args.sa_batch, args.b_ptr<double>() + first * args.sb_batch,
+        args.c_ptr<double>() + first * M * N, M, N, K, args.sa_batch, args.sb_batch);
+    CUDA_KERNELS_LAUNCH_CHECK();
+  }
 }
 
-// 16-byte copies and stores when K and N are even and the bases 16-byte aligned, else 8-byte ones.
+// 16-byte copies and stores when K and N are even and the bases 16-byte aligned, else 8-byte ones (every matrix of
+// a batch is then aligned too: row-major, its size a multiple of K or N).
 template <class Cfg>
 void launch_config(const Args& args) {
   const int64_t N = args.N, K = args.K;
