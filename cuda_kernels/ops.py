@@ -49,6 +49,35 @@ _tf32_allowed: Callable[[], bool] = getattr(
 )
 
 
+# torch.autograd.Function.apply: torch 2.14 and later make it the C++ apply itself; before that it is a Python
+# classmethod that, for a Function without setup_context and outside functorch transforms (vmap, grad, ...), only
+# unwraps dead functorch wrappers before it calls the C++ apply, and that Python costs a training step's every call
+# more than the rest of the wrapper. _fast_apply does the same steps without it where the C++ apply is separate.
+_C_APPLY = torch._C._FunctionBase.__dict__["apply"]
+
+# Whether any of the arguments is a tensor that requires grad (others ignored), in C++ where torch has it.
+_any_requires_grad: Callable[..., bool] = getattr(
+    torch._C,
+    "_any_requires_grad",
+    lambda *args: any(isinstance(t, Tensor) and t.requires_grad for t in args),
+)
+
+
+def _fast_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
+    if torch.autograd.Function.__dict__.get("apply") is _C_APPLY:
+        return function.apply
+    c_apply = _C_APPLY.__get__(None, function)
+    transforms_active = torch._C._are_functorch_transforms_active
+    unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+
+    def apply(*args: Any) -> Any:
+        if transforms_active():
+            return function.apply(*args)
+        return c_apply(*[unwrap_if_dead(a) if isinstance(a, Tensor) else a for a in args])
+
+    return apply
+
+
 class _Op:
     """An op as its wrapper calls it: `_Op("square", backward, setup_context)` registers the formula (backward and
     setup_context as torch.library.register_autograd takes them), and `_Op(...)(*args)` (all the schema's arguments,
@@ -102,22 +131,23 @@ class _Op:
                 return run_backward(ctx, *grads)
 
         self.function = Function
+        self.apply = _fast_apply(Function)
 
     def __call__(self, *args: Any) -> Any:
         if torch.compiler.is_compiling():  # traced as the registered op: compile's autograd uses the formula
             return self.call_op(*args)
-        tensors = [t for t in args if isinstance(t, Tensor)]
         # Dual tensors (forward-mode AD) exist only inside a forward_ad.dual_level(), which sets the current level.
         # Neither autograd layer has a forward-mode formula: refuse a tangent rather than drop it without a word.
         if _forward_ad._current_level >= 0:
-            for t in tensors:
-                torch._check(
-                    _forward_ad.unpack_dual(t).tangent is None,
-                    lambda: f"{self.name}: forward-mode AD (a dual tensor) is not supported; use reverse mode",
-                )
+            for t in args:
+                if isinstance(t, Tensor):
+                    torch._check(
+                        _forward_ad.unpack_dual(t).tangent is None,
+                        lambda: f"{self.name}: forward-mode AD (a dual tensor) is not supported; use reverse mode",
+                    )
             return self.call_op(*args)
-        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            return self.function.apply(*args)
+        if torch.is_grad_enabled() and _any_requires_grad(*args):
+            return self.apply(*args)
         with _BELOW_AUTOGRAD():
             return self.call_op(*args)
 
