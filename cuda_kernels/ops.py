@@ -251,8 +251,8 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
             default pick but tf32_wgmma's), which read a broadcast operand once; the others run once per matrix.
             On CUDA, kernels 2-8 and 15 need row-major inputs and first copy an input that is not contiguous (a
             transposed view, a slice with a row pitch other than its width, an expanded tensor) into a contiguous
-            temporary; 01_tiled, the Hopper kernels (9-13) and matvec read transposed views as they are. The CPU
-            kernel reads any strides.
+            temporary, but 06_async_pipeline reads a transposed b (``x @ W.t()``) as it is; 01_tiled, the Hopper
+            kernels (9-13) and matvec read transposed views as they are. The CPU kernel reads any strides.
         variant: 0 picks the CUDA kernel for the shape, dtype and GPU (M or N <= 16: matvec; otherwise
             float16/bfloat16: the tensor-core kernel, 12_hopper_gemm on the H100; float32: 06_async_pipeline, or
             tf32_wgmma while TF32 is allowed; float64: fp64_dmma; ``matmul_default_kernel(dtype)`` says which);

@@ -135,9 +135,13 @@ def _seed(*parts: object) -> int:
     return sum((i + 1) * ord(ch) for i, ch in enumerate(repr(parts))) % (2**31)
 
 
-def _mm_case(variant: int, dtype: torch.dtype, m: int, n: int, k: int) -> None:
+def _mm_case(variant: int, dtype: torch.dtype, m: int, n: int, k: int, b_k_major: bool = False) -> None:
+    """One product of random inputs against torch; b_k_major: b is W.t() of a row-major (N, K) W, as linear's."""
     a = rand(m, k, dtype=dtype, device="cuda", seed=_seed(variant, dtype, m, n, k, "a"))
-    b = rand(k, n, dtype=dtype, device="cuda", seed=_seed(variant, dtype, m, n, k, "b"))
+    if b_k_major:
+        b = rand(n, k, dtype=dtype, device="cuda", seed=_seed(variant, dtype, m, n, k, "w")).t()
+    else:
+        b = rand(k, n, dtype=dtype, device="cuda", seed=_seed(variant, dtype, m, n, k, "b"))
     out = mm(a, b, variant)
     assert out.is_contiguous()
     assert_step_close(out, a, b, variant)
@@ -557,6 +561,8 @@ VIEWS = [
     # steps that need row-major inputs; step 1 reads them through their strides.
     pytest.param(lambda m, n, k, r: (r(k, m, seed=1).t(), r(k, n, seed=2)), id="a-transposed"),
     pytest.param(lambda m, n, k, r: (r(m, k, seed=1), r(n, k, seed=2).t()), id="b-transposed"),
+    # K-major b with a column pitch beyond K and a base 4 or 2 bytes off a 16-byte boundary (step 6 reads it as is).
+    pytest.param(lambda m, n, k, r: (r(m, k, seed=1), r(n, k + 3, seed=2)[:, 1 : k + 1].t()), id="b-transposed-pitch"),
     pytest.param(lambda m, n, k, r: (r(m, 2 * k, seed=1)[:, ::2], r(k, 2 * n, seed=2)[:, 1::2]), id="column-steps"),
     pytest.param(lambda m, n, k, r: (r(m + 1, k + 3, seed=1)[1:, 3:], r(k + 1, n + 1, seed=2)[1:, :n]), id="offset-slices"),
     # Contiguous, but one element (4 or 2 bytes) past a 16-byte boundary: no copy is made, so 16-byte loads must
@@ -723,6 +729,29 @@ def test_batch_is_one_launch(dtype):
 
 
 @requires_cuda
+@requires_profiler
+@pytest.mark.gpu
+def test_step6_reads_k_major_b_in_place():
+    """x @ W.t() with W (N, K) row-major, as linear calls it: step 6 reads the K-major b as it is (its launch and
+    nothing else: no copy of W to row-major first), and a batch of them (Q @ K^T) too."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if not runs(6, torch.float32):
+        pytest.skip("step 6 cannot run float32 here")
+    for batch in ((), (3,)):
+        a = rand(*batch, 40, 72, dtype=torch.float32, device="cuda", seed=_seed("kmajor", batch, "a"))
+        w = rand(*batch, 136, 72, dtype=torch.float32, device="cuda", seed=_seed("kmajor", batch, "w"))
+        b = w.transpose(-1, -2)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = cuda_kernels.matmul(a, b, variant=6)
+            torch.cuda.synchronize()
+        kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        assert kernels and all("matmul_kernel_06" in k for k in kernels), kernels
+        for i in range(batch[0] if batch else 1):
+            assert_step_close(out[i] if batch else out, a[i] if batch else a, b[i] if batch else b, 6)
+
+
+@requires_cuda
 @pytest.mark.gpu
 @pytest.mark.heavy
 @pytest.mark.parametrize("variant", [0, *VARIANTS])
@@ -782,10 +811,11 @@ def test_step6_every_config(matmul_tuning):
     for name in configs:
         matmul_tuning(config06=name)
         for m, n, k in [(1, 4, 1), (129, 260, 63), (300, 516, 100)]:
-            try:
-                _mm_case(6, torch.float32, m, n, k)
-            except AssertionError as e:
-                raise AssertionError(f"configuration {name}, shape {m}x{n}x{k}: {e}") from e
+            for b_k_major in (False, True):
+                try:
+                    _mm_case(6, torch.float32, m, n, k, b_k_major)
+                except AssertionError as e:
+                    raise AssertionError(f"configuration {name}, shape {m}x{n}x{k}, K-major b {b_k_major}: {e}") from e
 
 
 # fp64_dmma's pipeline configurations (the config_fp64 knob forces one; tuning builds compile more)
@@ -827,8 +857,9 @@ SPLIT_SHAPES = [(1, 4096, 4096), (7, 520, 3000), (100, 256, 3001), (200, 300, 20
 @pytest.mark.parametrize("variant", [0, 6])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("mnk", SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_step6_split_k(variant, dtype, mnk):
-    _mm_case(variant, dtype, *mnk)
+@pytest.mark.parametrize("b_k_major", [False, True], ids=["b-rows", "b-k-major"])
+def test_step6_split_k(variant, dtype, mnk, b_k_major):
+    _mm_case(variant, dtype, *mnk, b_k_major)
 
 
 @requires_cuda
@@ -839,6 +870,7 @@ def test_step6_forced_splits(matmul_tuning, splits):
     matmul_tuning(splits06=splits)
     for m, n, k in [(33, 132, 1000), (1, 8, 3), (260, 128, 97)]:
         _mm_case(6, torch.float32, m, n, k)
+        _mm_case(6, torch.float32, m, n, k, b_k_major=True)
 
 
 # Step 12's split-K clusters (the 128 x 64 tile with few tiles and a long K: 2, 4 or 8 blocks share a tile's

@@ -50,6 +50,8 @@ enum Requirement : unsigned {
   kSkinnyShapes = 1u << 2,    // made for outputs with M or N <= kSkinnyMaxSide: variant 0 takes it only for those
   kFusedEpilogue = 1u << 3,   // applies linear's bias and activation as it stores C (Args::bias, Args::activation)
   kBatched = 1u << 4,         // runs a batch of products in one launch (Args::batch); others run once per matrix
+  kKMajorB = 1u << 5,         // with kRowMajorInputs: also reads a K-major b as it is (b = W.t() of a weight W
+                              // stored (N, K): Args::sb0 == 1, sb1 its column pitch), not copied to row-major
 };
 constexpr int64_t kSkinnyMaxSide = 16;
 
@@ -86,7 +88,8 @@ constexpr Kernel kKernels[] = {
     {3, "03_vectorized", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_03_vectorized},
     {4, "04_double_buffer", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_04_double_buffer},
     {5, "05_warptile", kRowMajorInputs, kAllDtypes, 0, nullptr, nullptr, &launch_05_warptile},
-    {6, "06_async_pipeline", kRowMajorInputs | kBatched, kAllDtypes, 0, nullptr, nullptr, &launch_06_async_pipeline},
+    {6, "06_async_pipeline", kRowMajorInputs | kKMajorB | kBatched, kAllDtypes, 0, nullptr, nullptr,
+     &launch_06_async_pipeline},
     // The ladder: tensor cores, float16/bfloat16. mma.sync from sm_80, then Hopper's wgmma fed by TMA.
     {7, "07_mma_sync", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &launch_07_mma_sync},
     {8, "08_mma_pipeline", kRowMajorInputs, kHalfDtypes, 80, nullptr, nullptr, &launch_08_mma_pipeline},
@@ -345,32 +348,37 @@ class TensorWorkspace final : public matmul_ladder::Workspace {
 
 // Runs `kernel` (its needs checked) on a (M, K) and b (K, N) into c, allocated (M, N) row-major, or on a batch: a
 // (batch, M, K), b (batch, K, N), c (batch, M, N); M, N, K >= 1. Copies a and b to row-major first when the kernel
-// needs it (a broadcast operand, batch stride 0, stays one matrix). A kernel without kBatched runs a batch one
-// matrix at a time. bias (contiguous, N elements) and act: linear's epilogue, only for kernels with kFusedEpilogue.
+// needs it (a broadcast operand, batch stride 0, stays one matrix; a K-major b stays as it is for kKMajorB). A
+// kernel without kBatched runs a batch one matrix at a time. bias (contiguous, N elements) and act: linear's
+// epilogue, only for kernels with kFusedEpilogue.
 void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& kernel, const void* bias = nullptr,
             Activation act = Activation::kNone) {
   const bool row_major = kernel.requirements & kRowMajorInputs;
   const int64_t d = a_in.dim() - 2;  // the first matrix dimension
   const int64_t batch = d == 1 ? a_in.size(0) : 1;
+  const int64_t M = a_in.size(d), K = a_in.size(d + 1), N = b_in.size(d + 1);
+  // b K-major: k its fastest dimension, its columns apart by at least K (no overlap). K, N > 1, so a b that is
+  // row-major too (a size-1 dimension's stride means nothing) is taken as row-major.
+  const bool b_k_major =
+      row_major && (kernel.requirements & kKMajorB) && K > 1 && N > 1 && b_in.stride(d) == 1 && b_in.stride(d + 1) >= K;
   // An operand as the kernel reads it, and its batch stride (elements).
-  const auto operand = [&](const Tensor& t) -> std::pair<Tensor, int64_t> {
+  const auto operand = [&](const Tensor& t, bool as_it_is) -> std::pair<Tensor, int64_t> {
     const bool broadcast = batch > 1 && t.stride(0) == 0;
-    if (!row_major) return {t, batch > 1 ? t.stride(0) : 0};
+    if (as_it_is) return {t, batch > 1 ? t.stride(0) : 0};
     if (broadcast) return {torch::stable::contiguous(torch::stable::select(t, 0, 0)), 0};
     return {torch::stable::contiguous(t), t.size(d) * t.size(d + 1)};
   };
-  const auto [a, sa_batch] = operand(a_in);
-  const auto [b, sb_batch] = operand(b_in);
-  const int64_t M = a_in.size(d), K = a_in.size(d + 1), N = b_in.size(d + 1);
+  const auto [a, sa_batch] = operand(a_in, !row_major);
+  const auto [b, sb_batch] = operand(b_in, !row_major || b_k_major);
   const int64_t da = a.dim() - 2, db = b.dim() - 2;  // a broadcast operand is 2-D now
   const int device = c.get_device_index();
   TensorWorkspace workspace(c);
-  matmul_ladder::Args args{ladder_dtype(a.scalar_type()), a.const_data_ptr(), b.const_data_ptr(), c.mutable_data_ptr(),
-                           M, N, K,
-                           // Row-major kernels are promised the row-major strides, even where a size-1 dim of a
-                           // contiguous tensor carries another stride.
-                           row_major ? K : a.stride(da), row_major ? 1 : a.stride(da + 1), row_major ? N : b.stride(db),
-                           row_major ? 1 : b.stride(db + 1), device, current_stream(device), &workspace};
+  matmul_ladder::Args args{
+      ladder_dtype(a.scalar_type()), a.const_data_ptr(), b.const_data_ptr(), c.mutable_data_ptr(), M, N, K,
+      // Row-major kernels are promised the row-major strides, even where a size-1 dim of a
+      // contiguous tensor carries another stride (a K-major b: 1 and its column pitch).
+      row_major ? K : a.stride(da), row_major ? 1 : a.stride(da + 1), row_major && !b_k_major ? N : b.stride(db),
+      row_major && !b_k_major ? 1 : b.stride(db + 1), device, current_stream(device), &workspace};
   args.bias = bias;
   args.activation = act;
   if (batch == 1 || (kernel.requirements & kBatched)) {

@@ -12,6 +12,9 @@
 //  - A is still stored transposed: it is copied element by element (4-byte cp.async, which may scatter), each
 //    warp copying 8 consecutive k of 4 rows, which with the 4-word row padding hits 32 different banks.
 //  - B goes in 16-byte copies when its rows are 16-byte aligned (float32, N % 4 == 0), else element by element.
+//    A K-major B (b = W.t() of a weight W stored (N, K), as nn.Linear keeps it) is copied as A is, transposed
+//    element by element into the same padded layout, instead of being copied to row-major by the caller first
+//    (for few rows, that copy of W cost as much as the product).
 //  - Out-of-range elements are zero-filled by the copy itself (cp.async's src-size operand); tiles and slabs
 //    that lie wholly inside the matrices (all but the edges) skip the bounds checks.
 //  - Blocks walk the output in groups of kGroupM row tiles (column by column inside a group), so the blocks
@@ -64,15 +67,19 @@ struct Config {
   static constexpr int kThreads = 32 * (BM / WM) * kWarpsN;
   static constexpr int kAStride = BM + kAPad;  // words between consecutive k in the transposed A slab
   static constexpr int kAStage = BK * kAStride;
-  static constexpr int kBStage = BK * BN;
+  // Words between consecutive k in the B slab: a row-major B's rows as they are; a K-major B is transposed on
+  // the way in, as A is, and padded as A is.
+  static constexpr int b_stride(bool b_k_major) { return b_k_major ? BN + kAPad : BN; }
+  static constexpr int b_stage(bool b_k_major) { return BK * b_stride(b_k_major); }
   static_assert(kLanesM * kLanesN == 32, "a warp tile must hold exactly 32 thread patches");
   static_assert(BM % WM == 0 && BN % WN == 0 && TM % 4 == 0 && TN % 4 == 0);
   static_assert(BK % 8 == 0 && BM % (kThreads / 8) == 0, "A copies: 8 consecutive k of kThreads / 8 rows");
+  static_assert(BN % (kThreads / 8) == 0, "K-major B copies: as A's, 8 consecutive k of kThreads / 8 columns");
   static_assert((BM * BK) % kThreads == 0 && (BK * BN) % kThreads == 0);
   static_assert(Stages >= 2);
   template <typename acc_t>
-  static constexpr size_t smem_bytes() {
-    return static_cast<size_t>(kStages) * (kAStage + kBStage) * sizeof(acc_t);
+  static constexpr size_t smem_bytes(bool b_k_major = false) {
+    return static_cast<size_t>(kStages) * (kAStage + b_stage(b_k_major)) * sizeof(acc_t);
   }
 };
 
@@ -121,8 +128,9 @@ __device__ __forceinline__ void copy_elem(acc_t* dst, const scalar_t* src, const
 
 // Copies the slabs of one block tile (rows row0 + [0, BM) of A, columns col0 + [0, BN) of B), one per call of
 // load_next(), into pipeline stages. Address and bounds arithmetic is done once per tile; each slab only moves
-// two pointers and one counter. A is (M, k_len) with row pitch lda, B is (k_len, N) with row pitch N.
-template <class Cfg, bool kVec, typename scalar_t>
+// two pointers and one counter. A is (M, k_len) with row pitch lda; B is (k_len, N) with row pitch ldb, or with
+// kBKMajor K-major: element (k, n) at B[n * ldb + k] (then copied as A is, kVec or not).
+template <class Cfg, bool kVec, bool kBKMajor, typename scalar_t>
 struct TileLoader {
   using acc_t = opmath_type<scalar_t>;
   static constexpr int T = Cfg::kThreads, BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK;
@@ -135,47 +143,55 @@ struct TileLoader {
   static constexpr int kBChunksPerRow = BN / 4;
 
   const scalar_t* a_src;  // this thread's first A element of the next slab
-  const scalar_t* b_src;  // kVec: this thread's first B chunk of the next slab
+  const scalar_t* b_src;  // kVec: this thread's first B chunk of the next slab; kBKMajor: its first B element
   int64_t k_len;          // the tile's K extent
   int64_t k_left;         // k_len minus the next slab's first k
   int a_rows_left;        // rows of A from this thread's first row to the end of the matrix (capped at BM)
   bool b_col_ok;          // kVec: this thread's B column lies inside the matrix
+  int b_cols_left;        // kBKMajor: columns of B from this thread's first column to the end (capped at BN)
   bool full_tile;         // every row and column of the tile exists: only k can run out
   int64_t col0;           // !kVec: the tile's first column
 
-  __device__ __forceinline__ TileLoader(const scalar_t* A, int64_t lda, const scalar_t* B, int64_t M, int64_t N,
-                                        int64_t k_len_, int64_t row0, int64_t col0_)
+  __device__ __forceinline__ TileLoader(const scalar_t* A, int64_t lda, const scalar_t* B, int64_t ldb, int64_t M,
+                                        int64_t N, int64_t k_len_, int64_t row0, int64_t col0_)
       : k_len(k_len_), k_left(k_len_), col0(col0_) {
     static_assert(!kVec || T % kBChunksPerRow == 0, "B copy mapping");
     const int tid = threadIdx.x;
     full_tile = row0 + BM <= M && col0 + BN <= N;
     a_rows_left = static_cast<int>(std::min<int64_t>(M - row0 - tid / 8, BM));
     a_src = A + (row0 + tid / 8) * lda + tid % 8;
-    if constexpr (kVec) {
+    if constexpr (kBKMajor) {  // B's columns are laid out as A's rows: the same mapping, columns for rows
+      b_cols_left = static_cast<int>(std::min<int64_t>(N - col0 - tid / 8, BN));
+      b_src = B + (col0 + tid / 8) * ldb + tid % 8;
+    } else if constexpr (kVec) {
       const int64_t col = col0 + 4 * (tid % kBChunksPerRow);
       b_col_ok = col < N;
-      b_src = B + (tid / kBChunksPerRow) * N + col;
+      b_src = B + (tid / kBChunksPerRow) * ldb + col;
     }
   }
 
-  // Copies the next slab into the stage at As / Bs and moves on. A, B, lda, N are passed again: kernel
+  // Copies the next slab into the stage at As / Bs and moves on. A, B, lda, ldb, N are passed again: kernel
   // parameters are free to read, members take registers.
   __device__ __forceinline__ void load_next(acc_t* As, acc_t* Bs, const scalar_t* A, int64_t lda, const scalar_t* B,
-                                            int64_t N) {
+                                            int64_t ldb, int64_t N) {
     // Full slab of a full tile (all but the edges of the output and the last slab): no bounds checks at all.
     if (full_tile && k_left >= BK) {
-      copy_slab<false>(As, Bs, A, lda, B, N);
+      copy_slab<false>(As, Bs, A, lda, B, ldb, N);
     } else {
-      copy_slab<true>(As, Bs, A, lda, B, N);
+      copy_slab<true>(As, Bs, A, lda, B, ldb, N);
     }
     a_src += BK;
-    if constexpr (kVec) b_src += BK * N;
+    if constexpr (kBKMajor) {
+      b_src += BK;
+    } else if constexpr (kVec) {
+      b_src += BK * ldb;
+    }
     k_left -= BK;
   }
 
   template <bool kChecked>
   __device__ __forceinline__ void copy_slab(acc_t* As, acc_t* Bs, const scalar_t* A, int64_t lda, const scalar_t* B,
-                                            int64_t N) const {
+                                            int64_t ldb, int64_t N) const {
     const int tid = threadIdx.x;
     const int a_k_left = kChecked ? static_cast<int>(std::min<int64_t>(k_left - tid % 8, BK)) : BK;
 #pragma unroll
@@ -184,14 +200,23 @@ struct TileLoader {
       const bool valid = !kChecked || (dr < a_rows_left && dk < a_k_left);
       copy_elem(&As[(tid % 8 + dk) * Cfg::kAStride + tid / 8 + dr], a_src + dr * lda + dk, A, valid);
     }
-    if constexpr (kVec) {
+    if constexpr (kBKMajor) {
+      // As A's loop, with B's columns for A's rows (the k mapping is the same, so is a_k_left).
+      constexpr int kBStride = Cfg::b_stride(true);
+#pragma unroll
+      for (int l = 0; l < BN * BK / T; ++l) {
+        const int dc = (l * kARowsPerPass) % BN, dk = 8 * ((l * kARowsPerPass) / BN);
+        const bool valid = !kChecked || (dc < b_cols_left && dk < a_k_left);
+        copy_elem(&Bs[(tid % 8 + dk) * kBStride + tid / 8 + dc], b_src + dc * ldb + dk, B, valid);
+      }
+    } else if constexpr (kVec) {
       const int b_k_left = kChecked ? static_cast<int>(std::min<int64_t>(k_left - tid / kBChunksPerRow, BK)) : BK;
 #pragma unroll
       for (int l = 0; l < BK * BN / 4 / T; ++l) {
         const int dr = l * (T / kBChunksPerRow);
         const bool valid = !kChecked || (b_col_ok && dr < b_k_left);
         cp_async_zfill<16>(&Bs[(tid / kBChunksPerRow + dr) * BN + 4 * (tid % kBChunksPerRow)],
-                           valid ? b_src + dr * N : B, valid);
+                           valid ? b_src + dr * ldb : B, valid);
       }
     } else {
       // Element by element: e = tid + l * T is row e / BN, column e % BN (a warp copies consecutive columns).
@@ -200,7 +225,7 @@ struct TileLoader {
       for (int e = tid; e < BK * BN; e += T) {
         const int r = e / BN, c = e % BN;
         const int64_t col = col0 + c;
-        copy_elem(&Bs[r * BN + c], B + (k0 + r) * N + col, B, r < k_left && col < N);
+        copy_elem(&Bs[r * BN + c], B + (k0 + r) * ldb + col, B, r < k_left && col < N);
       }
     }
   }
@@ -220,23 +245,25 @@ constexpr size_t kArchSmemPerSm = 96 * 1024;  // sm_70, sm_72
 #else
 constexpr size_t kArchSmemPerSm = 99 * 1024;
 #endif
-template <class Cfg, typename acc_t>
+template <class Cfg, typename acc_t, bool kBKMajor>
 constexpr int arch_min_blocks() {
-  constexpr size_t kPerBlock = Cfg::template smem_bytes<acc_t>() + 1024;  // + the 1 KB the driver reserves
+  constexpr size_t kPerBlock = Cfg::template smem_bytes<acc_t>(kBKMajor) + 1024;  // + the 1 KB the driver reserves
   return static_cast<int>(std::max<size_t>(1, std::min<size_t>(Cfg::kMinBlocks, kArchSmemPerSm / kPerBlock)));
 }
 
 // C = A @ B for one block tile per block (blockIdx.x, in grouped order) of matrix blockIdx.z of a batch (A and B
 // sa_batch and sb_batch elements apart, C M * N). Split-K: block (x, y, z) sums only k in [y * k_split,
 // (y + 1) * k_split) and writes its partial tile to C + (y * gridDim.z + z) * M * N (the launcher then adds the
-// gridDim.y partial products); without a split, gridDim.y = 1 and k_split = K.
-template <class Cfg, typename scalar_t, bool kVec>
-__global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, opmath_type<scalar_t>>()))
+// gridDim.y partial products); without a split, gridDim.y = 1 and k_split = K. B's row pitch is ldb, or with
+// kBKMajor B is K-major, its column pitch ldb.
+template <class Cfg, typename scalar_t, bool kVec, bool kBKMajor>
+__global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, opmath_type<scalar_t>, kBKMajor>()))
     matmul_kernel_06_async_pipeline(const scalar_t* __restrict__ A, const scalar_t* __restrict__ B,
-                                    scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K, int64_t k_split,
-                                    int64_t sa_batch, int64_t sb_batch) {
+                                    scalar_t* __restrict__ C, int64_t M, int64_t N, int64_t K, int64_t ldb,
+                                    int64_t k_split, int64_t sa_batch, int64_t sb_batch) {
   using acc_t = opmath_type<scalar_t>;
   constexpr int BM = Cfg::kBM, BN = Cfg::kBN, BK = Cfg::kBK, TM = Cfg::kTM, TN = Cfg::kTN, S = Cfg::kStages;
+  constexpr int kBStride = Cfg::b_stride(kBKMajor), kBStage = Cfg::b_stage(kBKMajor);
   extern __shared__ __align__(128) unsigned char smem[];
   acc_t* const As = reinterpret_cast<acc_t*>(smem);  // kStages transposed A slabs, then kStages B slabs
   acc_t* const Bs = As + S * Cfg::kAStage;
@@ -265,13 +292,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, opmath_ty
   const int64_t k_len = std::min(K - k_begin, k_split);
   const int64_t k_tiles = ceil_div<int64_t>(k_len, BK);
   const scalar_t* const A_k = A + k_begin;
-  const scalar_t* const B_k = B + k_begin * N;
+  const scalar_t* const B_k = B + (kBKMajor ? k_begin : k_begin * ldb);
 
-  TileLoader<Cfg, kVec, scalar_t> loader(A_k, K, B_k, M, N, k_len, row0, col0);
+  TileLoader<Cfg, kVec, kBKMajor, scalar_t> loader(A_k, K, B_k, ldb, M, N, k_len, row0, col0);
   // Prologue: slabs 0 .. S - 2 in flight, one commit group each (possibly empty, to keep the count).
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
-    if (s < k_tiles) loader.load_next(As + s * Cfg::kAStage, Bs + s * Cfg::kBStage, A_k, K, B_k, N);
+    if (s < k_tiles) loader.load_next(As + s * Cfg::kAStage, Bs + s * kBStage, A_k, K, B_k, ldb, N);
     cp_async_commit();
   }
   acc_t acc[TM][TN] = {};
@@ -280,18 +307,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, (arch_min_blocks<Cfg, opmath_ty
     cp_async_wait<S - 2>();      // this thread's copies of slab kt have landed ...
     __syncthreads();             // ... and everyone's; everyone also finished slab kt - 1, whose stage is refilled
     if (kt + S - 1 < k_tiles) {  // slab kt + S - 1 goes into the stage that slab kt - 1 used
-      loader.load_next(As + write_stage * Cfg::kAStage, Bs + write_stage * Cfg::kBStage, A_k, K, B_k, N);
+      loader.load_next(As + write_stage * Cfg::kAStage, Bs + write_stage * kBStage, A_k, K, B_k, ldb, N);
     }
     cp_async_commit();
     const acc_t* as = As + read_stage * Cfg::kAStage;
-    const acc_t* bs = Bs + read_stage * Cfg::kBStage;
+    const acc_t* bs = Bs + read_stage * kBStage;
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
       Pack4<acc_t> a_frag[TM / 4], b_frag[TN / 4];
 #pragma unroll
       for (int i = 0; i < TM / 4; ++i) a_frag[i] = read4(as + k * Cfg::kAStride + wm0 + i * 4 * Cfg::kLanesM);
 #pragma unroll
-      for (int j = 0; j < TN / 4; ++j) b_frag[j] = read4(bs + k * BN + wn0 + j * 4 * Cfg::kLanesN);
+      for (int j = 0; j < TN / 4; ++j) b_frag[j] = read4(bs + k * kBStride + wn0 + j * 4 * Cfg::kLanesN);
 #pragma unroll
       for (int i = 0; i < TM; ++i) {
 #pragma unroll
@@ -342,14 +369,15 @@ __global__ void matmul_kernel_06_splitk_reduce(const float* __restrict__ partial
 
 // Launches one configuration, one block per output tile and matrix of a batch and `splits` blocks along K (splits
 // > 1: float32 with kVec only; partial products go to a (splits, batch, M, N) workspace, then
-// matmul_kernel_06_splitk_reduce).
+// matmul_kernel_06_splitk_reduce). kBKMajor: b is K-major (args.sb0 == 1), its column pitch args.sb1.
 // Raises the kernel's dynamic shared-memory limit once per device.
-template <class Cfg, typename scalar_t, bool kVec>
+template <class Cfg, typename scalar_t, bool kVec, bool kBKMajor>
 void launch_config(const Args& args, int64_t splits) {
   using acc_t = opmath_type<scalar_t>;
   const int64_t M = args.M, N = args.N, K = args.K;
-  auto* kernel = &matmul_kernel_06_async_pipeline<Cfg, scalar_t, kVec>;
-  constexpr size_t smem = Cfg::template smem_bytes<acc_t>();
+  const int64_t ldb = kBKMajor ? args.sb1 : args.sb0;
+  auto* kernel = &matmul_kernel_06_async_pipeline<Cfg, scalar_t, kVec, kBKMajor>;
+  constexpr size_t smem = Cfg::template smem_bytes<acc_t>(kBKMajor);
   constexpr int kMaxDevices = 64;
   static bool configured[kMaxDevices] = {};  // benign race: setting the attribute twice is harmless
   const int device = args.device;
@@ -379,14 +407,14 @@ void launch_config(const Args& args, int64_t splits) {
     scalar_t* const c = args.c_ptr<scalar_t>() + first * M * N;
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits), static_cast<unsigned>(count));
     if (splits == 1) {
-      kernel<<<grid, Cfg::kThreads, smem, stream>>>(a, b, c, M, N, K, K, args.sa_batch, args.sb_batch);
+      kernel<<<grid, Cfg::kThreads, smem, stream>>>(a, b, c, M, N, K, ldb, K, args.sa_batch, args.sb_batch);
       CUDA_KERNELS_LAUNCH_CHECK();
       continue;
     }
     if constexpr (std::is_same_v<scalar_t, float> && kVec) {
       // Partial products as (splits, count, M, N), then their sum.
       auto* partial = static_cast<float*>(args.workspace->alloc(sizeof(float) * splits * count * M * N));
-      kernel<<<grid, Cfg::kThreads, smem, stream>>>(a, b, partial, M, N, K, k_split, args.sa_batch, args.sb_batch);
+      kernel<<<grid, Cfg::kThreads, smem, stream>>>(a, b, partial, M, N, K, ldb, k_split, args.sa_batch, args.sb_batch);
       CUDA_KERNELS_LAUNCH_CHECK();
       constexpr int kReduceThreads = 256;
       const int64_t blocks = std::min<int64_t>(ceil_div<int64_t>(count * M * N / 4, kReduceThreads), 65535);
@@ -425,22 +453,29 @@ using ScalarConfig = Config<64, 64, 16, 32, 32, 4, 8, 2, 1>;
 
 // Dynamic shared memory (bytes) any device gives a block without opting in: the last resort of every preference list.
 constexpr size_t kNoOptInSmem = 48 * 1024;
-static_assert(SmallConfig::smem_bytes<float>() <= kNoOptInSmem && SkinnyConfig::smem_bytes<float>() <= kNoOptInSmem &&
-              SmallProblemConfig::smem_bytes<float>() <= kNoOptInSmem);
-static_assert(ScalarConfig::smem_bytes<double>() <= kNoOptInSmem, "the scalar path never needs the opt-in");
+// (A K-major B's padded slabs are the larger.)
+static_assert(SmallConfig::smem_bytes<float>(true) <= kNoOptInSmem &&
+              SkinnyConfig::smem_bytes<float>(true) <= kNoOptInSmem &&
+              SmallProblemConfig::smem_bytes<float>(true) <= kNoOptInSmem);
+static_assert(ScalarConfig::smem_bytes<double>(true) <= kNoOptInSmem, "the scalar path never needs the opt-in");
 
-// The float32 configurations compiled in, by the name CUDA_KERNELS_MATMUL_06_CONFIG takes:
-// BMxBNxBK_wWMxWN_tTMxTN_s<stages>_b<min blocks per SM>.
+// The float32 configurations compiled in, by the name the config06 knob takes:
+// BMxBNxBK_wWMxWN_tTMxTN_s<stages>_b<min blocks per SM>. launch and smem by B's layout: [0] row-major, [1] K-major.
 struct Fp32Config {
   const char* name;
-  void (*launch)(const Args& args, int64_t splits);
+  void (*launch[2])(const Args& args, int64_t splits);
   int bm, bn, bk, min_blocks;
-  size_t smem;  // dynamic shared memory per block, bytes
+  size_t smem[2];  // dynamic shared memory per block, bytes
 };
 template <class Cfg>
 constexpr Fp32Config fp32_config(const char* name) {
-  constexpr size_t smem = Cfg::template smem_bytes<float>();
-  return {name, &launch_config<Cfg, float, true>, Cfg::kBM, Cfg::kBN, Cfg::kBK, Cfg::kMinBlocks, smem};
+  return {name,
+          {&launch_config<Cfg, float, true, false>, &launch_config<Cfg, float, true, true>},
+          Cfg::kBM,
+          Cfg::kBN,
+          Cfg::kBK,
+          Cfg::kMinBlocks,
+          {Cfg::template smem_bytes<float>(false), Cfg::template smem_bytes<float>(true)}};
 }
 // The launcher's choices first (kBig .. kSkinny index them), then the tuning candidates (docs/matmul.md has
 // their timings).
@@ -486,14 +521,15 @@ size_t smem_limit(int device) {
   return cap > 0 ? std::min(optin, static_cast<size_t>(cap)) : optin;
 }
 
-// The first configuration of `preference` whose shared memory fits `limit` bytes.
+// The first configuration of `preference` whose shared memory (for B's layout, `b_k_major`) fits `limit` bytes.
 template <size_t kCount>
-const Fp32Config& first_that_fits(const int (&preference)[kCount], size_t limit) {
-  const int* fit = std::find_if(preference, preference + kCount, [&](int i) { return kFp32Configs[i].smem <= limit; });
+const Fp32Config& first_that_fits(const int (&preference)[kCount], size_t limit, bool b_k_major) {
+  const int* fit =
+      std::find_if(preference, preference + kCount, [&](int i) { return kFp32Configs[i].smem[b_k_major] <= limit; });
   // Only a cap below 48 KiB fails this: every device allows the last choice of each list.
   CUDA_KERNELS_CHECK(fit != preference + kCount, "cuda_kernels.matmul: no float32 configuration fits in ", limit,
                      " bytes of shared memory per block (the smem_limit_bytes knob caps it; the smallest needs ",
-                     kFp32Configs[preference[kCount - 1]].smem, ")");
+                     kFp32Configs[preference[kCount - 1]].smem[b_k_major], ")");
   return kFp32Configs[*fit];
 }
 
@@ -501,10 +537,21 @@ const Fp32Config& first_that_fits(const int (&preference)[kCount], size_t limit)
 
 void launch_06_async_pipeline(const Args& args) {
   const int64_t M = args.M, N = args.N, K = args.K;
-  // 16-byte copies of B and stores of C: float32, rows of b and c 16-byte aligned. (A is copied by element.)
-  const bool vec = args.dtype == Dtype::kFloat32 && N % 4 == 0 && is_aligned(args.b, 16) && is_aligned(args.c, 16);
+  // b K-major (dispatch passes a K-major b as it is: sb0 == 1, its column pitch sb1), else row-major (sb0 == N,
+  // sb1 == 1; where N == 1 both hold, and the row-major path takes it).
+  const bool b_k_major = args.sb1 != 1;
+  // 16-byte stores of C and (row-major B) copies of B: float32, rows of b and c 16-byte aligned. A and a K-major B
+  // are copied by element.
+  const bool vec =
+      args.dtype == Dtype::kFloat32 && N % 4 == 0 && (b_k_major || is_aligned(args.b, 16)) && is_aligned(args.c, 16);
   if (!vec) {
-    dispatch_dtype(args.dtype, [&](auto t) { launch_config<ScalarConfig, decltype(t), false>(args, 1); });
+    dispatch_dtype(args.dtype, [&](auto t) {
+      if (b_k_major) {
+        launch_config<ScalarConfig, decltype(t), false, true>(args, 1);
+      } else {
+        launch_config<ScalarConfig, decltype(t), false, false>(args, 1);
+      }
+    });
     return;
   }
   const int device = args.device;
@@ -519,23 +566,23 @@ void launch_06_async_pipeline(const Args& args) {
     }
     CUDA_KERNELS_CHECK(cfg != nullptr, "cuda_kernels.matmul: tuning knob config06=", forced,
                        " is not a compiled configuration; available: ", fp32_config_names());
-    CUDA_KERNELS_CHECK(cfg->smem <= limit, "cuda_kernels.matmul: tuning knob config06=", forced, " needs ", cfg->smem,
-                       " bytes of shared memory per block; device ", device, " allows ", limit,
+    CUDA_KERNELS_CHECK(cfg->smem[b_k_major] <= limit, "cuda_kernels.matmul: tuning knob config06=", forced, " needs ",
+                       cfg->smem[b_k_major], " bytes of shared memory per block; device ", device, " allows ", limit,
                        " (the device's opt-in limit, capped by the smem_limit_bytes knob when set)");
   } else if (M <= kSkinnyMaxM) {
-    cfg = &first_that_fits(kSkinnyPreference, limit);
+    cfg = &first_that_fits(kSkinnyPreference, limit, b_k_major);
   } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * args.batch *
                  kSmallProblemDivisor <
              sms) {
-    cfg = &first_that_fits(kSmallProblemPreference, limit);
+    cfg = &first_that_fits(kSmallProblemPreference, limit, b_k_major);
   } else {
-    cfg = &first_that_fits(kGeneralPreference, limit);
+    cfg = &first_that_fits(kGeneralPreference, limit, b_k_major);
   }
   // A batch's matrices are tiles too: they fill the SMs together.
   const int64_t tiles = ceil_div<int64_t>(M, cfg->bm) * ceil_div<int64_t>(N, cfg->bn) * args.batch;
   int64_t splits = choose_splits(tiles, K, cfg->bk, cfg->min_blocks, sms);
   if (knobs.splits06 > 0) splits = std::min<int64_t>(knobs.splits06, K);
-  cfg->launch(args, splits);
+  cfg->launch[b_k_major](args, splits);
 }
 
 }  // namespace cuda_kernels::matmul_ladder
