@@ -28,7 +28,9 @@ SMALL_PROBLEM = "32x64x16_w16x32_t4x4_s3_b4"
 GENERAL_PREFERENCE = [BIG, MID, SMALL]
 SKINNY_PREFERENCE = [SKINNY]
 SMALL_PROBLEM_PREFERENCE = [SMALL_PROBLEM]
-SMALL_PROBLEM_DIVISOR = 4  # kSmallProblemDivisor
+SMALL_PROBLEM_MAX_M = 64  # kSmallProblemMaxM
+MIN_SLABS_PER_SPLIT = 4  # kMinSlabsPerSplit
+BIG_BK = 32  # BigConfig's slab depth
 A_PAD = 4  # kAPad: words of padding per transposed-A row in shared memory
 KIB = 1024
 # On a GPU that allows at least 99 KiB (sm_80 and later), these caps pick (the sm_75, sm_70 and sm_86 choices):
@@ -85,7 +87,7 @@ def test_names_and_sizes():
 SHAPES = [
     (512, 512, 512, "float32", 0),
     (257, 132, 1000, "float32", 0),
-    (1100, 600, 300, "float32", 0),
+    (1100, 600, 1000, "float32", 0),
     (8, 256, 2048, "float32", 6),
     (100, 72, 90, "float16", 6),
     (100, 72, 90, "float64", 6),
@@ -153,7 +155,9 @@ def test_default_matmul_fits_the_shared_memory_limit(matmul_tuning, cap):
         if run["dtype"] != "torch.float32":
             continue  # the scalar configuration: one kernel, fits without the opt-in
         big_tiles = -(-m // 128) * -(-n // 128)
-        want = skinny if m <= 16 else (small_problem if big_tiles * SMALL_PROBLEM_DIVISOR < sms else general)
+        max_splits = max(1, k // (MIN_SLABS_PER_SPLIT * BIG_BK))
+        small = m <= SMALL_PROBLEM_MAX_M or big_tiles * max_splits < sms
+        want = skinny if m <= 16 else (small_problem if small else general)
         ran = {config_name(kernel) for kernel in run["kernels"]} - {None}
         assert ran == {want}, f"limit {limit}: {m}x{n}x{k} ran {sorted(run['kernels'])}, expected {want}"
     if smem_bytes(BIG) <= limit:

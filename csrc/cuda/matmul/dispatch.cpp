@@ -51,9 +51,12 @@ enum Requirement : unsigned {
   kFusedEpilogue = 1u << 3,   // applies linear's bias and activation as it stores C (Args::bias, Args::activation)
   kBatched = 1u << 4,         // runs a batch of products in one launch (Args::batch); others run once per matrix
   kKMajorB = 1u << 5,         // with kRowMajorInputs: also reads a K-major b as it is (b = W.t() of a weight W
-                              // stored (N, K): Args::sb0 == 1, sb1 its column pitch), not copied to row-major
+                              // stored (N, K): Args::sb0 == 1, sb1 its column pitch) when M < kKMajorBMaxM
 };
 constexpr int64_t kSkinnyMaxSide = 16;
+// Step 6 reads a K-major b a few percent slower than a row-major one; a copy of b costs about as much as a product
+// of 2048 rows gains from it (docs/matmul.md): from that many rows on, b is copied to row-major first.
+constexpr int64_t kKMajorBMaxM = 2048;
 
 // The dtypes a kernel computes, as a bit mask: bit i is Dtype i (args.h).
 constexpr unsigned dtype_bit(Dtype d) {
@@ -359,8 +362,8 @@ void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& ker
   const int64_t M = a_in.size(d), K = a_in.size(d + 1), N = b_in.size(d + 1);
   // b K-major: k its fastest dimension, its columns apart by at least K (no overlap). K, N > 1, so a b that is
   // row-major too (a size-1 dimension's stride means nothing) is taken as row-major.
-  const bool b_k_major =
-      row_major && (kernel.requirements & kKMajorB) && K > 1 && N > 1 && b_in.stride(d) == 1 && b_in.stride(d + 1) >= K;
+  const bool b_k_major = row_major && (kernel.requirements & kKMajorB) && M < kKMajorBMaxM && K > 1 && N > 1 &&
+                         b_in.stride(d) == 1 && b_in.stride(d + 1) >= K;
   // An operand as the kernel reads it, and its batch stride (elements).
   const auto operand = [&](const Tensor& t, bool as_it_is) -> std::pair<Tensor, int64_t> {
     const bool broadcast = batch > 1 && t.stride(0) == 0;

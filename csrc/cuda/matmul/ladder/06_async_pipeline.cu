@@ -21,8 +21,9 @@
 //    running at the same time share rows of A and columns of B in L2.
 //  - Too few tiles to fill the GPU (small M or N, e.g. 1024^3, or M = 1): K is split over several blocks that
 //    write partial products, summed by a second kernel (float32). M <= 16 uses 16-row tiles. Small problems
-//    (fewer 128 x 128 tiles than a quarter of the SMs: 512^3 has 16) use 32 x 64 tiles, K split too: a 256^3
-//    product is 4 big tiles, so 4 busy SMs, and splitting K alone leaves each of them a long chain of slabs.
+//    (M <= 64, or too few 128 x 128 tiles for one block per SM even with K split: 512^3) use 32 x 64 tiles, K
+//    split too: a 256^3 product is 4 big tiles, so 4 busy SMs, and splitting K alone leaves each of them a long
+//    chain of slabs.
 // float16/bfloat16 are converted to float on the way into shared memory, so they use plain loads and stores
 // instead of cp.async (correct, not tuned); float64 uses 8-byte cp.async. Both run a small tile configuration.
 //
@@ -425,13 +426,17 @@ void launch_config(const Args& args, int64_t splits) {
   }
 }
 
-// Split K when the output has fewer tiles than the GPU has SMs: aim at kMinBlocks blocks per SM in all, with
-// at least kMinSlabsPerSplit slabs in each split (the partial products cost an extra pass over M x N).
-constexpr int64_t kMinSlabsPerSplit = 8;
+// Split K when the output has fewer tiles than the GPU has SMs: as many splits as one wave of kMinBlocks blocks per
+// SM holds (rounded down: a few blocks over it make a second, nearly empty wave; docs/matmul.md has the timings),
+// with at least kMinSlabsPerSplit slabs in each (the partial products cost an extra pass over M x N).
+constexpr int64_t kMinSlabsPerSplit = 4;
+int64_t max_splits(int64_t K, int bk) {
+  return std::max<int64_t>(1, K / (kMinSlabsPerSplit * bk));
+}
 int64_t choose_splits(int64_t tiles, int64_t K, int bk, int min_blocks, int sms) {
   if (tiles >= sms) return 1;
-  const int64_t want = ceil_div<int64_t>(int64_t{sms} * min_blocks, tiles);
-  return std::max<int64_t>(1, std::min(want, K / (kMinSlabsPerSplit * bk)));
+  const int64_t wave = int64_t{sms} * min_blocks / tiles;
+  return std::max<int64_t>(1, std::min(wave, max_splits(K, bk)));
 }
 
 // float32 configurations (the launcher picks one by shape and by the shared memory the device allows): big tiles,
@@ -445,9 +450,9 @@ using SmallConfig = Config<128, 128, 16, 32, 64, 8, 8, 2, 2>;
 using SkinnyConfig = Config<16, 128, 16, 16, 32, 4, 4, 4, 4>;
 constexpr int64_t kSkinnyMaxM = 16;
 using SmallProblemConfig = Config<32, 64, 16, 16, 32, 4, 4, 3, 4>;
-// Small tiles when the big ones would occupy fewer than 1 / kSmallProblemDivisor of the SMs (1024^3's 64 tiles on
-// 132 SMs measured faster with big tiles and K split in two).
-constexpr int64_t kSmallProblemDivisor = 4;
+// Small tiles where big ones would be mostly empty (M <= kSmallProblemMaxM) or too few for one block per SM even
+// with K split (256^3, 512^3); else big tiles, K split when they are few (docs/matmul.md has the timings).
+constexpr int64_t kSmallProblemMaxM = 64;
 // float16 / bfloat16 / float64, and float32 that cannot use 16-byte copies of B.
 using ScalarConfig = Config<64, 64, 16, 32, 32, 4, 8, 2, 1>;
 
@@ -571,9 +576,9 @@ void launch_06_async_pipeline(const Args& args) {
                        " (the device's opt-in limit, capped by the smem_limit_bytes knob when set)");
   } else if (M <= kSkinnyMaxM) {
     cfg = &first_that_fits(kSkinnyPreference, limit, b_k_major);
-  } else if (ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) * args.batch *
-                 kSmallProblemDivisor <
-             sms) {
+  } else if (M <= kSmallProblemMaxM || ceil_div<int64_t>(M, BigConfig::kBM) * ceil_div<int64_t>(N, BigConfig::kBN) *
+                                               args.batch * max_splits(K, BigConfig::kBK) <
+                                           sms) {
     cfg = &first_that_fits(kSmallProblemPreference, limit, b_k_major);
   } else {
     cfg = &first_that_fits(kGeneralPreference, limit, b_k_major);
