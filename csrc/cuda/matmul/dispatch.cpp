@@ -349,11 +349,11 @@ class TensorWorkspace final : public matmul_ladder::Workspace {
   std::vector<Tensor> keep_;
 };
 
-// Runs `kernel` (its needs checked) on a (M, K) and b (K, N) into c, allocated (M, N) row-major, or on a batch: a
-// (batch, M, K), b (batch, K, N), c (batch, M, N); M, N, K >= 1. Copies a and b to row-major first when the kernel
-// needs it (a broadcast operand, batch stride 0, stays one matrix; a K-major b stays as it is for kKMajorB). A
-// kernel without kBatched runs a batch one matrix at a time. bias (contiguous, N elements) and act: linear's
-// epilogue, only for kernels with kFusedEpilogue.
+// Runs `kernel` (its needs checked) on a (M, K) and b (K, N) into c, a contiguous M x N elements (only its data and
+// device are read), or on a batch: a (batch, M, K), b (batch, K, N), c (batch, M, N); M, N, K >= 1. Copies a and b to
+// row-major first when the kernel needs it (a broadcast operand, batch stride 0, stays one matrix; a K-major b stays as
+// it is for kKMajorB). A kernel without kBatched runs a batch one matrix at a time. bias (contiguous, N elements) and
+// act: linear's epilogue, only for kernels with kFusedEpilogue.
 void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& kernel, const void* bias = nullptr,
             Activation act = Activation::kNone) {
   const bool row_major = kernel.requirements & kRowMajorInputs;
@@ -455,9 +455,11 @@ Tensor linear_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias_
   if (M == 0 || N == 0) return out;
   const bool swiglu = call.act == Activation::kSwiglu;
   const int64_t z_shape[2] = {M, N};
-  // z = x @ weight.T (+ bias, and the activation where the kernel fuses them): the output itself, or for swiglu a
-  // temporary that the gating pass halves.
-  Tensor z = swiglu ? new_output(x, z_shape) : torch::stable::view(out, z_shape);
+  // z = x @ weight.T (+ bias, and the activation where the kernel fuses them): the output itself (launch reads only
+  // its data and device: a contiguous (..., N) is (M, N) as it lies), or for swiglu a temporary that the gating
+  // pass halves. Each torch::stable view is a boxed call costing the calling thread a microsecond or more, so none
+  // is made that the kernel does not need.
+  Tensor z = swiglu ? new_output(x, z_shape) : out;
   const std::optional<Tensor> bias = contiguous_or_none(bias_in);
   const void* bias_ptr = bias.has_value() ? bias->const_data_ptr() : nullptr;
   const Activation elementwise = swiglu ? Activation::kNone : call.act;
@@ -468,7 +470,7 @@ Tensor linear_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias_
     const Kernel& kernel = pick_kernel(x.scalar_type(), gpu, tf32, z_shape, nullptr);
     // x as (M, K): a view when its leading dims fold into one; weight.T as (K, N), a view (K-major B).
     const int64_t x_shape[2] = {M, K};
-    const Tensor a = torch::stable::reshape(x, x_shape);
+    const Tensor a = x.dim() == 2 ? x : torch::stable::reshape(x, x_shape);
     const Tensor b = torch::stable::transpose(weight, 0, 1);
     fused = kernel.requirements & kFusedEpilogue;
     launch(a, b, z, kernel, fused ? bias_ptr : nullptr, fused ? elementwise : Activation::kNone);
