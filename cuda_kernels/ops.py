@@ -55,7 +55,8 @@ _tf32_allowed: Callable[[], bool] = getattr(
 # more than the rest of the wrapper. _fast_apply does the same steps without it where the C++ apply is separate.
 _C_APPLY = torch._C._FunctionBase.__dict__["apply"]
 
-# Whether any of the arguments is a tensor that requires grad (others ignored), in C++ where torch has it.
+# Whether any of the arguments is a tensor that requires grad, in C++ where torch has it (which also looks inside
+# lists of tensors; no schema here takes one).
 _any_requires_grad: Callable[..., bool] = getattr(
     torch._C,
     "_any_requires_grad",
@@ -66,6 +67,14 @@ _any_requires_grad: Callable[..., bool] = getattr(
 def _fast_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
     if torch.autograd.Function.__dict__.get("apply") is _C_APPLY:
         return function.apply
+    return _c_apply(function)
+
+
+def _c_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
+    """function.apply as torch < 2.14 runs it, without its Python: positional arguments only, and only for a
+    Function without setup_context (torch would bind default arguments for one)."""
+    if function.setup_context is not torch.autograd.Function.setup_context:
+        raise TypeError(f"{function.__name__}: _c_apply takes a Function whose forward takes ctx")
     c_apply = _C_APPLY.__get__(None, function)
     transforms_active = torch._C._are_functorch_transforms_active
     unwrap_if_dead = torch._C._functorch.unwrap_if_dead
@@ -248,11 +257,13 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
             a (..., M, K) with a 2-D b (the batch dimensions fold into M: one product), and batches on both sides,
             (..., M, K) @ (..., K, N) with the batch dimensions broadcast as torch.matmul does: one launch on the
             kernels that take a batch (01_tiled, 06_async_pipeline, 12_hopper_gemm, matvec, fp64_dmma: every
-            default pick but tf32_wgmma's), which read a broadcast operand once; the others run once per matrix.
+            default pick on the H100 but tf32_wgmma's), which read a broadcast operand once; the others (so also
+            08_mma_pipeline, the 16-bit default before Hopper) run once per matrix.
             On CUDA, kernels 2-8 and 15 need row-major inputs and first copy an input that is not contiguous (a
             transposed view, a slice with a row pitch other than its width, an expanded tensor) into a contiguous
-            temporary, but 06_async_pipeline reads a transposed b (``x @ W.t()``) as it is; 01_tiled, the Hopper
-            kernels (9-13) and matvec read transposed views as they are. The CPU kernel reads any strides.
+            temporary, but 06_async_pipeline reads a transposed b (``x @ W.t()``, K and N > 1) as it is when M <
+            2048; 01_tiled, the Hopper kernels (9-13) and matvec read transposed views as they are. The CPU kernel
+            reads any strides.
         variant: 0 picks the CUDA kernel for the shape, dtype and GPU (M or N <= 16: matvec; otherwise
             float16/bfloat16: the tensor-core kernel, 12_hopper_gemm on the H100; float32: 06_async_pipeline, or
             tf32_wgmma while TF32 is allowed; float64: fp64_dmma; ``matmul_default_kernel(dtype)`` says which);

@@ -811,7 +811,7 @@ def test_step6_every_config(matmul_tuning):
     for name in configs:
         matmul_tuning(config06=name)
         for m, n, k in [(1, 4, 1), (129, 260, 63), (300, 516, 100)]:
-            for b_k_major in (False, True):
+            for b_k_major in (False, True) if k > 1 else (False,):  # K = 1: b is row-major either way
                 try:
                     _mm_case(6, torch.float32, m, n, k, b_k_major)
                 except AssertionError as e:
@@ -848,8 +848,9 @@ def test_fp64_dmma_every_config(matmul_tuning):
 
 
 # (M, N, K) with few output tiles and a long K: step 6 splits K over several blocks (float32 with N % 4 == 0),
-# or not (N % 4 != 0, other dtypes).
-SPLIT_SHAPES = [(1, 4096, 4096), (7, 520, 3000), (100, 256, 3001), (200, 300, 2000), (16, 64, 777)]
+# or not (N % 4 != 0, other dtypes). (520, 1028, 1000): 128 x 128 tiles with row and column tails, K split on a GPU
+# of more than 45 SMs, a partial last slab.
+SPLIT_SHAPES = [(1, 4096, 4096), (7, 520, 3000), (100, 256, 3001), (200, 300, 2000), (16, 64, 777), (520, 1028, 1000)]
 
 
 @requires_cuda
@@ -871,6 +872,12 @@ def test_step6_forced_splits(matmul_tuning, splits):
     for m, n, k in [(33, 132, 1000), (1, 8, 3), (260, 128, 97)]:
         _mm_case(6, torch.float32, m, n, k)
         _mm_case(6, torch.float32, m, n, k, b_k_major=True)
+    # The 128 x 128 tiles forced, both layouts of b, tails in every dimension (where the GPU gives a block the 99 KiB
+    # they take with a K-major b).
+    if torch.cuda.get_device_properties(torch.cuda.current_device()).shared_memory_per_block_optin >= 99 * 1024:
+        matmul_tuning(config06="128x128x32_w32x64_t8x8_s3_b2")
+        for b_k_major in (False, True):
+            _mm_case(6, torch.float32, 260, 1028, 1000, b_k_major)
 
 
 # Step 12's split-K clusters (the 128 x 64 tile with few tiles and a long K: 2, 4 or 8 blocks share a tile's

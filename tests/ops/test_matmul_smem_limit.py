@@ -18,8 +18,8 @@ import cuda_kernels
 from cuda_kernels.tools.testing import matmul_error_bound
 
 # The launcher's float32 configurations, by the names the config06 tuning knob takes, in its order of
-# preference (06_async_pipeline.cu: kSkinnyPreference for M <= 16, kSmallProblemPreference when 128 x 128 tiles
-# would cover fewer than a quarter of the SMs, else kGeneralPreference).
+# preference (06_async_pipeline.cu: kSkinnyPreference for M <= 16, kSmallProblemPreference for M <= 64 or when
+# 128 x 128 tiles, K split, would not give every SM a block, else kGeneralPreference).
 BIG = "128x128x32_w32x64_t8x8_s3_b2"
 MID = "128x128x16_w32x64_t8x8_s3_b1"
 SMALL = "128x128x16_w32x64_t8x8_s2_b2"
@@ -37,10 +37,11 @@ KIB = 1024
 CAPPED_CHOICE = {48 * KIB: SMALL, 64 * KIB: MID, 96 * KIB: MID, 99 * KIB: BIG}
 
 
-def smem_bytes(name: str) -> int:
-    """Dynamic shared memory of a float32 configuration: stages x (BK x (BM + pad) A words + BK x BN B words) x 4."""
+def smem_bytes(name: str, b_k_major: bool = False) -> int:
+    """Dynamic shared memory of a float32 configuration: stages x (BK x (BM + pad) A words + BK x BN B words) x 4;
+    a K-major B's slab rows are padded as A's."""
     bm, bn, bk, _wm, _wn, _tm, _tn, stages, _blocks = (int(x) for x in re.findall(r"\d+", name))
-    return stages * bk * ((bm + A_PAD) + bn) * 4
+    return stages * bk * ((bm + A_PAD) + bn + (A_PAD if b_k_major else 0)) * 4
 
 
 def config_name(kernel: str) -> str | None:
@@ -62,19 +63,20 @@ def expected_choice(preference: list[str], limit: int) -> str:
 def test_names_and_sizes():
     """The table above agrees with the kernel's sizes (no GPU needed, but kept beside the GPU tests)."""
     assert [smem_bytes(n) for n in (BIG, MID, SMALL, SKINNY, SMALL_PROBLEM)] == [99840, 49920, 33280, 37888, 19200]
+    assert smem_bytes(BIG, b_k_major=True) == 101376 <= 99 * KIB  # static_assert'ed in the kernel's file too
     for name in (SMALL, SKINNY, SMALL_PROBLEM):
         assert smem_bytes(name) <= 48 * KIB  # fits any device without opt-in
     for cap, name in CAPPED_CHOICE.items():
         assert expected_choice(GENERAL_PREFERENCE, cap) == name
     kernel = (
         "void cuda_kernels::matmul_ladder::(anonymous namespace)::matmul_kernel_06_async_pipeline<cuda_kernels::"
-        "matmul_ladder::(anonymous namespace)::Config<128, 128, 32, 32, 64, 8, 8, 3, 2>, float, true>(float const*, "
-        "float const*, float*, long, long, long, long)"
+        "matmul_ladder::(anonymous namespace)::Config<128, 128, 32, 32, 64, 8, 8, 3, 2>, float, true, false>(float "
+        "const*, float const*, float*, long, long, long, long, long, long, long)"
     )
     assert config_name(kernel) == BIG and config_name("void matmul_kernel_06_splitk_reduce(float const*)") is None
     mangled = (
         "_ZN12cuda_kernels13matmul_ladder53_GLOBAL__N__f257024b_20_06_async_pipeline_cu_a874866631matmul_kernel_06_"
-        "async_pipelineINS1_6ConfigILi16ELi128ELi16ELi16ELi32ELi4ELi4ELi4ELi4EEEfLb1EEEvPKT0_S7_PS5_llll"
+        "async_pipelineINS1_6ConfigILi16ELi128ELi16ELi16ELi32ELi4ELi4ELi4ELi4EEEfLb1ELb1EEEvPKT0_S7_PS5_lllllll"
     )
     assert config_name(mangled) == SKINNY
 
@@ -168,6 +170,30 @@ def test_default_matmul_fits_the_shared_memory_limit(matmul_tuning, cap):
             f"block; device {torch.cuda.current_device()} allows {limit} (the device's opt-in limit, capped by the "
             "smem_limit_bytes knob"
         ), report
+
+
+@requires_cuda
+@pytest.mark.gpu
+def test_k_major_b_fits_its_own_shared_memory(matmul_tuning):
+    """A K-major b (x @ W.t()) takes padded B slabs: under a cap between the big tile's two sizes the row-major
+    product keeps the big tile and the K-major one falls back to the next that fits, both correct."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cap = (smem_bytes(BIG) + smem_bytes(BIG, b_k_major=True)) // 2
+    if optin_limit() < cap:
+        pytest.skip("the GPU allows a block less shared memory than the big tile takes")
+    matmul_tuning(smem_limit_bytes=cap)
+    m, n, k = 1100, 600, 1000
+    a = torch.randn(m, k, device="cuda")
+    w = torch.randn(n, k, device="cuda")
+    for b, want in ((w.t().contiguous(), BIG), (w.t(), expected_choice(GENERAL_PREFERENCE[1:], cap))):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = cuda_kernels.matmul(a, b)
+            torch.cuda.synchronize()
+        ran = {config_name(e.name) for e in prof.events()} - {None}
+        assert ran == {want}, (b.stride(), sorted(ran))
+        ref = a.double() @ b.double()
+        assert int(((out.double() - ref).abs() > matmul_error_bound(a, b, ref)).sum()) == 0
 
 
 @requires_cuda

@@ -141,6 +141,36 @@ def test_square_forward_mode_ad_is_refused(device):
         torch.testing.assert_close(cuda_kernels.square(x), x * x)  # a plain tensor still works inside the level
 
 
+def test_direct_c_apply_matches_function_apply():
+    """The wrappers' autograd layer on torch < 2.14 (cuda_kernels.ops._c_apply: the C++ apply without torch's Python
+    around it) gives the same output, gradient and graph as Function.apply; torch 2.14 needs no such path, so it is
+    tested here whatever torch runs the suite. Under a functorch transform it defers to torch's own apply."""
+    from cuda_kernels import ops
+
+    function = next(o for o in vars(ops).values() if isinstance(o, ops._Op) and o.name == "cuda_kernels.square")
+    apply = ops._c_apply(function.function)
+    x = rand(5, 3, device="cpu").requires_grad_()
+    y = apply(x)
+    assert y.grad_fn is not None and type(y.grad_fn) is type(function.function.apply(x).grad_fn)
+    y.sum().backward()
+    torch.testing.assert_close(y, x * x, rtol=0, atol=0)
+    torch.testing.assert_close(x.grad, 2 * x, rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="setup_context"):  # torch's own apply's error under torch.func
+        torch.func.grad(lambda t: apply(t).sum())(x.detach())
+
+    class WithSetupContext(torch.autograd.Function):
+        @staticmethod
+        def forward(t):
+            return t
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+    with pytest.raises(TypeError, match="forward takes ctx"):
+        ops._c_apply(WithSetupContext)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_square_compile_fullgraph(device):

@@ -83,10 +83,12 @@ class Workspace {
 
 // One call c = a @ b. a is (M, K) with element (m, k) at a[m * sa0 + k * sa1], b (K, N) with (k, n) at
 // b[k * sb0 + n * sb1], c a fresh row-major (M, N) matrix; M, N, K >= 1; all of `dtype` on `device`. Kernels that
-// list kRowMajorInputs (dispatch.cpp) get sa1 == sb1 == 1, sa0 == K, sb0 == N.
+// list kRowMajorInputs (dispatch.cpp) get sa1 == sb1 == 1, sa0 == K, sb0 == N, except that those that also list
+// kKMajorB may get a K-major b as it is: sb0 == 1, sb1 its column pitch (>= K > 1), and N > 1.
 // A batch (batch > 1, only for kernels with kBatched in the table): `batch` such products, matrix i of a at
 // a + i * sa_batch elements, of b at b + i * sb_batch (0: one matrix for every product, a broadcast operand), of c
-// at c + i * M * N (c is (batch, M, N), contiguous). Row-major kernels get sa_batch == M * K, sb_batch == K * N.
+// at c + i * M * N (c is (batch, M, N), contiguous). Row-major kernels get sa_batch == M * K, and sb_batch == K * N
+// but for a K-major b (kKMajorB), whose batch stride is its own.
 struct Args {
   Dtype dtype;
   const void* a;

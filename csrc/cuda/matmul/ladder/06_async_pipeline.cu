@@ -458,7 +458,9 @@ using ScalarConfig = Config<64, 64, 16, 32, 32, 4, 8, 2, 1>;
 
 // Dynamic shared memory (bytes) any device gives a block without opting in: the last resort of every preference list.
 constexpr size_t kNoOptInSmem = 48 * 1024;
-// (A K-major B's padded slabs are the larger.)
+// (A K-major B's padded slabs are the larger.) The big tile with a K-major B needs all of the 99 KiB that sm_86/89
+// allow a block: any more (padding, slab depth) and those GPUs take the 16-deep MidConfig for it.
+static_assert(BigConfig::smem_bytes<float>(true) <= 99 * 1024);
 static_assert(SmallConfig::smem_bytes<float>(true) <= kNoOptInSmem &&
               SkinnyConfig::smem_bytes<float>(true) <= kNoOptInSmem &&
               SmallProblemConfig::smem_bytes<float>(true) <= kNoOptInSmem);
@@ -542,9 +544,11 @@ const Fp32Config& first_that_fits(const int (&preference)[kCount], size_t limit,
 
 void launch_06_async_pipeline(const Args& args) {
   const int64_t M = args.M, N = args.N, K = args.K;
-  // b K-major (dispatch passes a K-major b as it is: sb0 == 1, its column pitch sb1), else row-major (sb0 == N,
-  // sb1 == 1; where N == 1 both hold, and the row-major path takes it).
+  // b K-major (kKMajorB: sb0 == 1, its column pitch sb1 >= K > 1), else row-major (sb0 == N, sb1 == 1): args.h.
   const bool b_k_major = args.sb1 != 1;
+  CUDA_KERNELS_CHECK(b_k_major ? args.sb0 == 1 && args.sb1 >= K && K > 1 : args.sb0 == N,
+                     "cuda_kernels.matmul: 06_async_pipeline got b strides (", args.sb0, ", ", args.sb1,
+                     "), neither row-major nor K-major (an internal error: dispatch.cpp passes one of the two)");
   // 16-byte stores of C and (row-major B) copies of B: float32, rows of b and c 16-byte aligned. A and a K-major B
   // are copied by element.
   const bool vec =
