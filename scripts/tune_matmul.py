@@ -6,6 +6,8 @@ Run it on a tuning build, which compiles more step-6/8/15 configurations than th
     NVCC_APPEND_FLAGS=-DCUDA_KERNELS_MATMUL_TUNING pip install --no-build-isolation -e .
     python scripts/tune_matmul.py                       # default shapes, every variant and step-6 configuration
     python scripts/tune_matmul.py --shapes 4096 8192x1024x4096 --configs none --json out.json
+    python scripts/tune_matmul.py --shapes 256x4096x4096 --b-layout linear --variants none \
+        --configs auto,128x128x32_w32x64_t8x8_s3_b2 --splits 1,2,4,8    # x @ W.t(), step 6's split-K factors
 
 A plain build works too: it times the configurations that build has (the ones the launcher picks from).
 
@@ -14,7 +16,10 @@ the error bound of cuda_kernels.tools.testing.check_matmul, as the tests and the
 error is reported beside), then the benchmark harness's timing (cuda_kernels.tools.bench.timing.time_fn: warm-up,
 CUDA events, an L2 flush before every call) for at least --reps calls, until the median is stable or --max-s is
 spent; the median is reported. Shapes are M x N x K. Step 6's configurations are forced with
-cuda_kernels.tools.matmul_tuning(config06=NAME), which sets the launcher's override for the calls in its block.
+cuda_kernels.tools.matmul_tuning(config06=NAME), which sets the launcher's override for the calls in its block
+("auto": the launcher's own choice), and with --splits each also with every listed split-K factor (splits06).
+--b-layout linear makes b the transposed view W.t() of a row-major (N, K) W, as linear and nn.Linear call matmul
+(step 6 reads it in place below 2048 rows); rows (the default) makes b a row-major (K, N) matrix.
 """
 
 from __future__ import annotations
@@ -97,23 +102,32 @@ def time_shape(
     dtype = DTYPES[args.dtype]
     gen = torch.Generator(device="cuda").manual_seed(m * 31 + n * 7 + k)
     a = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
-    b = torch.randn(k, n, device="cuda", generator=gen).to(dtype)
+    if args.b_layout == "linear":
+        b = torch.randn(n, k, device="cuda", generator=gen).to(dtype).t()
+    else:
+        b = torch.randn(k, n, device="cuda", generator=gen).to(dtype)
     # At least --reps samples, until the median is stable or --max-s is spent (the harness's stop rule).
     config = replace(timing.CUDA_TIMING, min_reps=args.reps, max_time_s=args.max_s, ci_rel_tol=None, rounds=1)
     ref = a.double() @ b.double()
     flops = 2.0 * m * n * k
-    cases: list[tuple[str, Callable[[], torch.Tensor], str | None]] = [("torch.mm", lambda: torch.mm(a, b), None)]
+    # (label, call, config06, splits06): None leaves the launcher its own choice.
+    cases: list[tuple[str, Callable[[], torch.Tensor], str | None, int | None]] = [
+        ("torch.mm", lambda: torch.mm(a, b), None, None)
+    ]
     for v in variants:
         label = "v0 (auto)" if v == 0 else f"v{v} {names.get(v, '?')}"
-        cases.append((label, lambda v=v: cuda_kernels.matmul(a, b, variant=v), None))
+        cases.append((label, lambda v=v: cuda_kernels.matmul(a, b, variant=v), None, None))
     for cfg in configs:
-        cases.append((f"v6[{cfg}]", lambda: cuda_kernels.matmul(a, b, variant=6), cfg))
+        for splits in args.splits or [None]:
+            label = f"v6[{cfg}]" + (f" splits {splits}" if splits else "")
+            forced = None if cfg == "auto" else cfg
+            cases.append((label, lambda: cuda_kernels.matmul(a, b, variant=6), forced, splits))
     torch_err = rel_error(torch.mm(a, b), ref)
     all_ok = True
     rows: list[dict] = []
-    for label, fn, cfg in cases:
+    for label, fn, cfg, splits in cases:
         try:
-            with matmul_tuning(config06=cfg):  # cfg None: the launcher's own choice
+            with matmul_tuning(config06=cfg, splits06=splits):  # None: the launcher's own choice
                 out = fn()
                 err = rel_error(out, ref)
                 ok, why = check_matmul(a, b, out)
@@ -130,6 +144,7 @@ def time_shape(
                 "shape": [m, n, k],
                 "impl": label,
                 "config": cfg,
+                "splits": splits,
                 "ok": ok,
                 "rel_error": err,
                 "median_ms": med,
@@ -149,7 +164,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, help="N or MxNxK (default: %(default)s)")
     parser.add_argument("--variants", default="all", help="comma-separated ladder variants, 'all' or 'none'")
-    parser.add_argument("--configs", default="all", help="comma-separated step-6 configurations, 'all' or 'none'")
+    parser.add_argument(
+        "--configs", default="all", help="comma-separated step-6 configurations ('auto': the launcher's), 'all', 'none'"
+    )
+    parser.add_argument(
+        "--splits",
+        type=lambda t: [int(x) for x in t.split(",")],
+        default=None,
+        help="comma-separated split-K factors to force on each step-6 configuration (default: the launcher's)",
+    )
+    parser.add_argument(
+        "--b-layout", choices=["rows", "linear"], default="rows", help="b row-major (K, N), or W.t() as linear's"
+    )
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="(default float32)")
     parser.add_argument("--reps", type=int, default=20, help="timed calls per case, at least (default 20)")
     parser.add_argument("--max-s", type=float, default=0.5, help="time spent per case before stopping at --reps")
@@ -200,7 +226,7 @@ def main() -> int:
             print(f"{impl[:40]:<40}{''.join(cells)}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"info": info, "dtype": args.dtype, "results": results}, f, indent=1)
+            json.dump({"info": info, "dtype": args.dtype, "b_layout": args.b_layout, "results": results}, f, indent=1)
     return 1 if failed else 0
 
 
