@@ -25,6 +25,13 @@ struct Parallel {
 // files themselves, which are not built on the stable ABI).
 Parallel torch_threads();
 
+// The calling thread alone: for work too small to pay for waking torch's threads (each parallel_for that hands out
+// chunks costs microseconds before any of them runs).
+inline void run_inline(int64_t begin, int64_t end, int64_t /*grain*/, const std::function<void(int64_t, int64_t)>& f) {
+  if (begin < end) f(begin, end);
+}
+inline constexpr Parallel kCallingThread{&run_inline, 1};
+
 // Calls f(scalar_t{}) with the C++ type of one of the four float dtypes: float, double, c10::Half, c10::BFloat16
 // (the types ATen's dispatch macros give). The host side has checked the dtype.
 template <typename F>

@@ -325,10 +325,15 @@ void matmul_blocked(Strided<scalar_t> a, Strided<scalar_t> b, scalar_t* c, int64
   });
 }
 
+constexpr int64_t kSerialMacs = int64_t{1} << 19;
+
 // Entry point for matmul.cpp (declared there once per capability): c (M x N, row-major) = a (M x K) @ b (K x N),
 // a and b of `dtype` with any strides (element (i, j) at data[i * s0 + j * s1]); M, N, K >= 1.
 void matmul_kernel(torch::headeronly::ScalarType dtype, const void* a, int64_t sa0, int64_t sa1, const void* b,
-                   int64_t sb0, int64_t sb1, void* c, int64_t M, int64_t N, int64_t K, const Parallel& par) {
+                   int64_t sb0, int64_t sb1, void* c, int64_t M, int64_t N, int64_t K, const Parallel& threads) {
+  // A product of fewer than kSerialMacs multiply-adds runs on the calling thread: its three parallel_for calls
+  // (pack B, pack A, the tiles) would cost more than the arithmetic.
+  const Parallel& par = M * N * K < kSerialMacs ? kCallingThread : threads;
   dispatch_float(dtype, [&](auto t) {
     using scalar_t = decltype(t);
     if constexpr (std::is_same_v<scalar_t, at::opmath_type<scalar_t>>) {
