@@ -55,13 +55,9 @@ _tf32_allowed: Callable[[], bool] = getattr(
 # more than the rest of the wrapper. _fast_apply does the same steps without it where the C++ apply is separate.
 _C_APPLY = torch._C._FunctionBase.__dict__["apply"]
 
-# Whether any of the arguments is a tensor that requires grad, in C++ where torch has it (which also looks inside
-# lists of tensors; no schema here takes one).
-_any_requires_grad: Callable[..., bool] = getattr(
-    torch._C,
-    "_any_requires_grad",
-    lambda *args: any(isinstance(t, Tensor) and t.requires_grad for t in args),
-)
+# Whether any of the arguments is a tensor that requires grad, in C++ (every torch the wheel supports, 2.11 on, has
+# it; it also looks inside lists of tensors, which no schema here takes).
+_any_requires_grad: Callable[..., bool] = torch._C._any_requires_grad
 
 
 def _fast_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:

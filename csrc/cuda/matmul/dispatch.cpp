@@ -364,6 +364,7 @@ void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& ker
   // row-major too (a size-1 dimension's stride means nothing) is taken as row-major.
   const bool b_k_major = row_major && (kernel.requirements & kKMajorB) && M < kKMajorBMaxM && K > 1 && N > 1 &&
                          b_in.stride(d) == 1 && b_in.stride(d + 1) >= K;
+  const bool b_as_is = !row_major || b_k_major;
   // An operand as the kernel reads it, and its batch stride (elements).
   const auto operand = [&](const Tensor& t, bool as_it_is) -> std::pair<Tensor, int64_t> {
     const bool broadcast = batch > 1 && t.stride(0) == 0;
@@ -372,16 +373,16 @@ void launch(const Tensor& a_in, const Tensor& b_in, Tensor& c, const Kernel& ker
     return {torch::stable::contiguous(t), t.size(d) * t.size(d + 1)};
   };
   const auto [a, sa_batch] = operand(a_in, !row_major);
-  const auto [b, sb_batch] = operand(b_in, !row_major || b_k_major);
+  const auto [b, sb_batch] = operand(b_in, b_as_is);
   const int64_t da = a.dim() - 2, db = b.dim() - 2;  // a broadcast operand is 2-D now
   const int device = c.get_device_index();
   TensorWorkspace workspace(c);
   matmul_ladder::Args args{
       ladder_dtype(a.scalar_type()), a.const_data_ptr(), b.const_data_ptr(), c.mutable_data_ptr(), M, N, K,
-      // Row-major kernels are promised the row-major strides, even where a size-1 dim of a
-      // contiguous tensor carries another stride (a K-major b: 1 and its column pitch).
-      row_major ? K : a.stride(da), row_major ? 1 : a.stride(da + 1), row_major && !b_k_major ? N : b.stride(db),
-      row_major && !b_k_major ? 1 : b.stride(db + 1), device, current_stream(device), &workspace};
+      // Row-major kernels are promised the row-major strides, even where a size-1 dim of a contiguous tensor carries
+      // another stride; a K-major b keeps its own (1 and its column pitch).
+      row_major ? K : a.stride(da), row_major ? 1 : a.stride(da + 1), b_as_is ? b.stride(db) : N,
+      b_as_is ? b.stride(db + 1) : 1, device, current_stream(device), &workspace};
   args.bias = bias;
   args.activation = act;
   if (batch == 1 || (kernel.requirements & kBatched)) {
