@@ -402,6 +402,19 @@ def test_linear_non_contiguous(device, dtype, view):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [300, 301, 64])
+def test_linear_bias_at_an_odd_offset(device, dtype, n):
+    """A contiguous bias that starts one element into its storage (not 4-byte aligned for 16-bit dtypes) is read
+    as it is: the fused epilogue reads bias pairs as 32-bit words only where they are aligned."""
+    x, w, _ = make_inputs((257,), 64, n, dtype, device, False, seed=11)
+    b = rand(n + 1, dtype=dtype, device=device, seed=12)[1:]
+    assert b.is_contiguous() and b.storage_offset() == 1
+    for activation in (None, "gelu"):
+        assert_linear_close(cuda_kernels.linear(x, w, b, activation), x, w, b, activation)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("activation", SMOOTH)
 def test_linear_rounds_once(device, dtype, activation):

@@ -75,6 +75,8 @@ SKINNY_STEPS = {v for v, name in NAMES.items() if name == "matvec"}
 # The float64 tensor-core kernel (mma.sync .f64, compute >= 8.0).
 DMMA_STEPS = {v for v, name in NAMES.items() if "_dmma" in name}
 SKINNY_MAX_SIDE = 16
+# float32 (TF32 off) with 8-16 rows against a b of fewer than 2^25 elements takes step 6, not matvec (dispatch.cpp).
+FP32_TILED_MIN_ROWS, FP32_TILED_MAX_WEIGHT = 8, 2**25
 
 
 def _tf32(variant: int, dtype: torch.dtype) -> bool:
@@ -281,19 +283,34 @@ def test_default_step(dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize(
-    "mnk", [(1, 300, 264), (16, 520, 264), (300, 1, 264), (300, 16, 65), (17, 520, 264), (300, 17, 264)], ids=str
+    "mnk",
+    [
+        (1, 300, 264),
+        (7, 520, 264),
+        (8, 520, 264),
+        (16, 520, 264),
+        (16, 8192, 4096),
+        (300, 1, 264),
+        (300, 16, 65),
+        (17, 520, 264),
+        (300, 17, 264),
+    ],
+    ids=str,
 )
 def test_default_step_skinny(dtype, mnk):
-    """Variant 0 takes matvec for outputs with M or N <= 16 (bit for bit what forcing it gives), and the
-    large-output pick otherwise; build_info's reason names matvec."""
+    """Variant 0 takes matvec for outputs with M or N <= 16 (bit for bit what forcing it gives), except float32
+    with 8-16 rows and a small b, and the large-output pick otherwise; build_info's reason names matvec."""
     (skinny,) = SKINNY_STEPS
     m, n, k = mnk
     a = rand(m, k, dtype=dtype, device="cuda", seed=_seed("skinny", dtype, mnk, "a"))
     b = rand(k, n, dtype=dtype, device="cuda", seed=_seed("skinny", dtype, mnk, "b"))
+    fp32_tiled = (
+        dtype == torch.float32 and m >= FP32_TILED_MIN_ROWS and n > SKINNY_MAX_SIDE and n * k < FP32_TILED_MAX_WEIGHT
+    )
     with allow_tf32(False):
         out = cuda_kernels.matmul(a, b)
         large, _, reason = matmul_default_kernel(dtype)
-        pick = skinny if min(m, n) <= SKINNY_MAX_SIDE else large
+        pick = skinny if min(m, n) <= SKINNY_MAX_SIDE and not fp32_tiled else large
         torch.testing.assert_close(out, cuda_kernels.matmul(a, b, variant=pick), rtol=0, atol=0)
     assert f"outputs with M or N <= {SKINNY_MAX_SIDE} take {NAMES[skinny]}" in reason, reason
     assert_step_close(out, a, b, 0)

@@ -54,6 +54,11 @@ enum Requirement : unsigned {
                               // stored (N, K): Args::sb0 == 1, sb1 its column pitch) when M < kKMajorBMaxM
 };
 constexpr int64_t kSkinnyMaxSide = 16;
+// Except float32 (TF32 off) with kFp32TiledMinRows to kSkinnyMaxSide rows against fewer than kFp32TiledMaxWeight
+// elements of b: step 6's 16-row tiles run those faster than matvec (16x4096x4096 x @ W.t(): 0.96x against 0.55x
+// cuBLAS); with fewer rows, or a b that takes longer to read than to multiply, matvec is faster (docs/matmul.md).
+constexpr int64_t kFp32TiledMinRows = 8;
+constexpr int64_t kFp32TiledMaxWeight = int64_t{1} << 25;
 // Step 6 reads a K-major b a few percent slower than a row-major one; a copy of b costs about as much as a product
 // of 2048 rows gains from it (docs/matmul.md): from that many rows on, b is copied to row-major first.
 constexpr int64_t kKMajorBMaxM = 2048;
@@ -264,7 +269,8 @@ void check_variant(int64_t variant, ScalarType dtype, const GpuInfo& gpu, bool t
 
 // By shape, then the last kernel of the ladder that can run this dtype on this GPU:
 //  - Outputs with M or N <= kSkinnyMaxSide (matrix-vector products and the like): matvec, which streams the big
-//    operand once; the tiled kernels leave most of each tile empty there.
+//    operand once; the tiled kernels leave most of each tile empty there. Not float32 (TF32 off) with 8-16 rows
+//    and a small b (kFp32TiledMinRows): step 6 has a 16-row tile for those.
 //  - Otherwise the table is ordered by speed, so the last kernel whose needs are met:
 //    - float16 / bfloat16: 12_hopper_gemm where the binary and GPU allow wgmma (sm_90a code, compute 9.0), else
 //      08_mma_pipeline (mma.sync tensor cores) on compute >= 8.0, else 06_async_pipeline;
@@ -274,10 +280,12 @@ void check_variant(int64_t variant, ScalarType dtype, const GpuInfo& gpu, bool t
 //    - float32 otherwise: 06_async_pipeline, the fastest CUDA-core step at every shape measured (docs/matmul.md).
 // A batch of products takes the kernel one of its matrices would; one without kBatched runs a batch one matrix at
 // a time (launch below).
-// shape: the output's (M, N), or nullptr to ask about large outputs (build_info, the doctor).
+// shape: the product's (M, N, K), or nullptr to ask about large outputs (build_info, the doctor).
 // *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
 const Kernel& pick_kernel(ScalarType dtype, const GpuInfo& gpu, bool tf32, const int64_t* shape, std::string* reason) {
-  const bool skinny = shape != nullptr && std::min(shape[0], shape[1]) <= kSkinnyMaxSide;
+  const bool fp32_tiled = shape != nullptr && dtype == ScalarType::Float && !tf32 && shape[0] >= kFp32TiledMinRows &&
+                          shape[1] > kSkinnyMaxSide && shape[1] * shape[2] < kFp32TiledMaxWeight;
+  const bool skinny = shape != nullptr && std::min(shape[0], shape[1]) <= kSkinnyMaxSide && !fp32_tiled;
   // The kernel made for skinny outputs that runs here (nullptr: none): skinny outputs take it; the reason names it
   // for the others.
   const Kernel* skinny_kernel = nullptr;
@@ -301,7 +309,11 @@ const Kernel& pick_kernel(ScalarType dtype, const GpuInfo& gpu, bool tf32, const
       if (reason) {
         *reason =
             where + ": the fastest kernel that runs here" + (skipped.empty() ? "" : "; skipped " + skipped) +
-            (skinny_kernel == nullptr ? "" : "; outputs with M or N <= " + max_side + " take " + skinny_kernel->name);
+            (skinny_kernel == nullptr ? "" : "; outputs with M or N <= " + max_side + " take " + skinny_kernel->name) +
+            (dtype == ScalarType::Float && !tf32 && skinny_kernel != nullptr
+                 ? " (but " + std::to_string(kFp32TiledMinRows) + "-" + max_side +
+                       " rows against a b of fewer than 2^25 elements take this kernel)"
+                 : "");
       }
       return k;
     }
@@ -438,8 +450,8 @@ Tensor matmul_cuda(const Tensor& a, const Tensor& b, int64_t variant, bool allow
   if (K == 0) return torch::stable::new_zeros(a, shape);
   Tensor c = new_output(a, shape);
   if (batch > 0 && M > 0 && N > 0) {
-    const int64_t mn[2] = {M, N};
-    const Kernel& kernel = variant == 0 ? pick_kernel(a.scalar_type(), gpu, tf32, mn, nullptr) : kKernels[variant - 1];
+    const int64_t mnk[3] = {M, N, K};
+    const Kernel& kernel = variant == 0 ? pick_kernel(a.scalar_type(), gpu, tf32, mnk, nullptr) : kKernels[variant - 1];
     launch(a, b, c, kernel);
   }
   return c;
@@ -468,7 +480,8 @@ Tensor linear_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias_
   if (K == 0) {
     torch::stable::zero_(z);  // an empty sum is 0; the epilogue below still applies
   } else {
-    const Kernel& kernel = pick_kernel(x.scalar_type(), gpu, tf32, z_shape, nullptr);
+    const int64_t mnk[3] = {M, N, K};
+    const Kernel& kernel = pick_kernel(x.scalar_type(), gpu, tf32, mnk, nullptr);
     // x as (M, K): a view when its leading dims fold into one; weight.T as (K, N), a view (K-major B).
     const int64_t x_shape[2] = {M, K};
     const Tensor a = x.dim() == 2 ? x : torch::stable::reshape(x, x_shape);

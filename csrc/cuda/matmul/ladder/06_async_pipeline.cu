@@ -426,17 +426,21 @@ void launch_config(const Args& args, int64_t splits) {
   }
 }
 
-// Split K when the output has fewer tiles than the GPU has SMs: as many splits as one wave of kMinBlocks blocks per
-// SM holds (rounded down: a few blocks over it make a second, nearly empty wave; docs/matmul.md has the timings),
-// with at least kMinSlabsPerSplit slabs in each (the partial products cost an extra pass over M x N).
+// Split K when the output has fewer tiles than the GPU has SMs: the fewest splits, a power of two, whose blocks fill
+// at least kMinSlotFill of one wave's block slots (min_blocks per SM), with at least kMinSlabsPerSplit slabs in each
+// (the partial products cost an extra pass over M x N). A wave filled part of the way leaves SMs with one block
+// beside SMs with two, and split counts that are not powers of two measured slower (docs/matmul.md has the timings).
 constexpr int64_t kMinSlabsPerSplit = 4;
+constexpr int kMinSlotFillNum = 4, kMinSlotFillDen = 5;  // kMinSlotFill = 4/5
 int64_t max_splits(int64_t K, int bk) {
   return std::max<int64_t>(1, K / (kMinSlabsPerSplit * bk));
 }
 int64_t choose_splits(int64_t tiles, int64_t K, int bk, int min_blocks, int sms) {
   if (tiles >= sms) return 1;
-  const int64_t wave = int64_t{sms} * min_blocks / tiles;
-  return std::max<int64_t>(1, std::min(wave, max_splits(K, bk)));
+  const int64_t cap = max_splits(K, bk), slots = int64_t{sms} * min_blocks;
+  int64_t splits = 1;
+  while (splits * 2 <= cap && tiles * splits * kMinSlotFillDen < slots * kMinSlotFillNum) splits *= 2;
+  return splits;
 }
 
 // float32 configurations (the launcher picks one by shape and by the shared memory the device allows): big tiles,
