@@ -88,9 +88,7 @@ struct Config {
   static constexpr uint32_t kOutBytes = 64 * kOutCols * 2;  // one consumer's output buffer
   // The ring, then one output buffer per consumer, + slack to align the ring.
   static constexpr size_t kSmemBytes = S * kStageBytes + kConsumers * kOutBytes + kSwizzleAtom;
-  // Static: the ring's barriers and the consumers' staged bias (kernel below).
-  static constexpr size_t kStaticBytes = 2 * S * sizeof(uint64_t) + kConsumers * BN / 2 * sizeof(uint32_t);
-  static_assert(kSmemBytes + kStaticBytes <= kMaxSmem, "ring + buffers + static shared memory fit in 227 KB");
+  static_assert(kSmemBytes + 1024 <= kMaxSmem, "ring + buffers (+ the static barriers) fit in 227 KB");
   static constexpr int kAcc = BN / 2;  // fp32 accumulators per consumer thread: 64 x BN / 128
 };
 
@@ -177,7 +175,7 @@ __device__ __forceinline__ void store_pair(uint16_t* C, int M, int N, int row, i
 
 // linear's fused epilogue (Args::bias, Args::activation): C = act(A @ B + bias) as the tile is stored. bias: N
 // 16-bit elements of C's dtype, or nullptr.
-// pairs: bias can be read as 32-bit pairs (N even, bias 4-byte aligned), as the kernel stages it in shared memory.
+// pairs: bias can be read as 32-bit pairs (N even, bias 4-byte aligned; a contiguous bias may start at any element).
 struct Epilogue {
   const uint16_t* bias = nullptr;
   Activation act = Activation::kNone;
@@ -203,15 +201,13 @@ __device__ __forceinline__ float2 bias_pair(uint32_t bits) {
 }
 
 // Applies the epilogue to accumulator groups of the wgmma layout: acc[4j + h] is in column col0 + 8j + h % 2 (rows
-// do not matter: bias is per column). Compiled once per activation. staged: this thread's first bias pair in the
-// tile's copy in shared memory (the next pairs 4 words apart), or nullptr to read bias from global memory; there
-// the pairs of kBiasBatch groups are loaded before any is used, so that they wait on memory once together (loaded
-// and used group by group, each waited out its own round trip); 16 or all 32 groups of the 128 x 256 tile at once
-// made it spill.
+// do not matter: bias is per column). Compiled once per activation. The bias pairs of kBiasBatch groups are loaded
+// before any of them is used, so that those loads wait on memory once together: loaded and used group by group (a
+// branch each), each waited out its own round trip, and bias cost more than gelu (docs/matmul.md); 16 or all 32
+// groups of the 128 x 256 tile at once made it spill.
 constexpr int kBiasBatch = 8;
 template <bool kBf16, int kN>
-__device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue& epi, int col0, int N,
-                                               const uint32_t* staged = nullptr) {
+__device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue& epi, int col0, int N) {
   constexpr int kGroups = kN / 4, kBatch = kGroups < kBiasBatch ? kGroups : kBiasBatch;
   static_assert(kGroups % kBatch == 0);
   const bool inside = epi.pairs && col0 + 8 * (kGroups - 1) + 1 < N;  // every pair inside N: no branch per load
@@ -220,10 +216,7 @@ __device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue&
     for (int j0 = 0; j0 < kGroups; j0 += kBatch) {
       uint32_t bits[kBatch];
       if (epi.bias != nullptr) {
-        if (staged != nullptr) {
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j) bits[j] = staged[4 * (j0 + j)];
-        } else if (inside) {
+        if (inside) {
 #pragma unroll
           for (int j = 0; j < kBatch; ++j)
             bits[j] = __ldg(reinterpret_cast<const unsigned int*>(epi.bias + col0 + 8 * (j0 + j)));
@@ -266,8 +259,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[S];
   __shared__ __align__(8) uint64_t empty_bar[S];
-  // linear's bias for a tile's columns, staged by each consumer under the main loop (Epilogue::pairs): BN / 2 pairs.
-  __shared__ __align__(16) uint32_t bias_stage[kConsumers][BN / 2];
   // The ring: S A slots, then S B slots, then the output buffers, 1024-byte aligned (the swizzle pattern repeats
   // every 1024 bytes and TMA and wgmma agree on it only from such a boundary).
   const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
@@ -474,20 +465,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           int tp, tn, bi;
           locate(tile, tp, tn, bi);
           const int tm = tp * CM + static_cast<int>(rank);
-          // The tile's bias columns into shared memory now (a pair per thread, zeros past N), so that the epilogue
-          // reads them there instead of waiting on L2 while the tensor cores idle; Role::kPartial tiles have no
-          // epilogue, and a split-K cluster reads a few pairs per thread. Otherwise into L1.
-          const bool stage_bias = epi.bias != nullptr && epi.pairs && k_splits == 1 && role != Role::kPartial;
-          if (stage_bias) {
-            if (t < BN / 2) {
-              const int col = tn * BN + 2 * t;
-              sm80::cp_async4_zfill(hopper::smem_u32(&bias_stage[consumer][t]), col < N ? epi.bias + col : epi.bias,
-                                    col < N);
-              sm80::cp_async_commit();
-            }
-          } else if (epi.bias != nullptr && t * kBiasLineCols < BN && tn * BN + t * kBiasLineCols < N) {
+          // The tile's bias columns (BN * 2 bytes, a few 128-byte lines) into L1 now, so that the epilogue's reads
+          // of them after the main loop are less likely to wait on L2.
+          if (epi.bias != nullptr && t * kBiasLineCols < BN && tn * BN + t * kBiasLineCols < N)
             hopper::prefetch_l1(epi.bias + tn * BN + t * kBiasLineCols);
-          }
           int prev = -1;
           for (int kb = kb0; kb < kb1; ++kb) {
             hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
@@ -612,15 +593,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           // woven pass's registers (`last`) are dead in the TMA branch, and live beside the 128 accumulators they
           // made the 128 x 256 tile spill.
           const int epi_col0 = tn * BN + 2 * (lane % 4);
-          const uint32_t* staged = nullptr;
-          if (stage_bias) {
-            sm80::cp_async_wait<0>();
-            hopper::named_barrier_sync(1 + consumer, 128);  // every thread's pair has landed
-            staged = &bias_stage[consumer][lane % 4];
-          }
           if (tma_store) {
-            // (store_pass's barrier keeps the staged pairs until every thread has read them.)
-            if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N, staged);
+            if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N);
 #pragma unroll
             for (int pass = 0; pass < Cfg::kPasses; ++pass) {
               if (Cfg::kWoven && pass == Cfg::kPasses - 1) {
@@ -636,9 +610,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             return;
           }
-          if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N, staged);
-          // The next tile's copies overwrite the staged pairs only after every thread has read them.
-          if (stage_bias) hopper::named_barrier_sync(1 + consumer, 128);
+          if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N);
           const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
           const int col0 = tn * BN + 2 * (lane % 4);
           const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
