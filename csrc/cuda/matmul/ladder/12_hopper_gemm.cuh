@@ -175,24 +175,24 @@ __device__ __forceinline__ void store_pair(uint16_t* C, int M, int N, int row, i
 
 // linear's fused epilogue (Args::bias, Args::activation): C = act(A @ B + bias) as the tile is stored. bias: N
 // 16-bit elements of C's dtype, or nullptr.
-// pairs: bias can be read as 32-bit pairs (N even, bias 4-byte aligned; a contiguous bias may start at any element).
 struct Epilogue {
   const uint16_t* bias = nullptr;
   Activation act = Activation::kNone;
-  bool pairs = false;
   __host__ __device__ bool active() const { return bias != nullptr || act != Activation::kNone; }
 };
 
 constexpr int kBiasLineCols = 64;  // 16-bit bias elements in one 128-byte cache line
 
-// The 32-bit word holding bias[col] (low half) and bias[col + 1] (high half), 0 past N; col is even.
-__device__ __forceinline__ uint32_t bias_bits(const Epilogue& epi, int col, int N) {
-  if (epi.pairs && col + 1 < N) return __ldg(reinterpret_cast<const unsigned int*>(epi.bias + col));
-  return (col < N ? epi.bias[col] : 0u) | (col + 1 < N ? uint32_t{epi.bias[col + 1]} << 16 : 0u);
-}
-
+// bias[col], bias[col + 1] as floats (0 past N); col is even. One 32-bit load where the pair is 4-byte aligned (N
+// even and bias so: a contiguous bias may start at any element).
 template <bool kBf16>
-__device__ __forceinline__ float2 bias_pair(uint32_t bits) {
+__device__ __forceinline__ float2 bias_pair(const uint16_t* bias, int col, int N) {
+  uint32_t bits;
+  if (col + 1 < N && N % 2 == 0 && reinterpret_cast<uintptr_t>(bias) % 4 == 0) {
+    bits = __ldg(reinterpret_cast<const unsigned int*>(bias + col));
+  } else {
+    bits = (col < N ? bias[col] : 0u) | (col + 1 < N ? uint32_t{bias[col + 1]} << 16 : 0u);
+  }
   if constexpr (kBf16) {
     return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
   } else {
@@ -201,39 +201,15 @@ __device__ __forceinline__ float2 bias_pair(uint32_t bits) {
 }
 
 // Applies the epilogue to accumulator groups of the wgmma layout: acc[4j + h] is in column col0 + 8j + h % 2 (rows
-// do not matter: bias is per column). Compiled once per activation. The bias pairs of kBiasBatch groups are loaded
-// before any of them is used, so that those loads wait on memory once together: loaded and used group by group (a
-// branch each), each waited out its own round trip, and bias cost more than gelu (docs/matmul.md); 16 or all 32
-// groups of the 128 x 256 tile at once made it spill.
-constexpr int kBiasBatch = 8;
+// do not matter: bias is per column). Compiled once per activation; the bias pair of a group is read once.
 template <bool kBf16, int kN>
 __device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue& epi, int col0, int N) {
-  constexpr int kGroups = kN / 4, kBatch = kGroups < kBiasBatch ? kGroups : kBiasBatch;
-  static_assert(kGroups % kBatch == 0);
-  const bool inside = epi.pairs && col0 + 8 * (kGroups - 1) + 1 < N;  // every pair inside N: no branch per load
   with_activation(epi.act, [&](auto act) {
 #pragma unroll
-    for (int j0 = 0; j0 < kGroups; j0 += kBatch) {
-      uint32_t bits[kBatch];
-      if (epi.bias != nullptr) {
-        if (inside) {
+    for (int j = 0; j < kN / 4; ++j) {
+      const float2 b = epi.bias != nullptr ? bias_pair<kBf16>(epi.bias, col0 + 8 * j, N) : make_float2(0.f, 0.f);
 #pragma unroll
-          for (int j = 0; j < kBatch; ++j)
-            bits[j] = __ldg(reinterpret_cast<const unsigned int*>(epi.bias + col0 + 8 * (j0 + j)));
-        } else {
-#pragma unroll
-          for (int j = 0; j < kBatch; ++j) bits[j] = bias_bits(epi, col0 + 8 * (j0 + j), N);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const float2 b = epi.bias != nullptr ? bias_pair<kBf16>(bits[j]) : make_float2(0.f, 0.f);
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          float& v = acc[4 * (j0 + j) + h];
-          v = activate<act.value>(v + (h % 2 == 0 ? b.x : b.y));
-        }
-      }
+      for (int h = 0; h < 4; ++h) acc[4 * j + h] = activate<act.value>(acc[4 * j + h] + (h % 2 == 0 ? b.x : b.y));
     }
   });
 }
@@ -466,7 +442,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           locate(tile, tp, tn, bi);
           const int tm = tp * CM + static_cast<int>(rank);
           // The tile's bias columns (BN * 2 bytes, a few 128-byte lines) into L1 now, so that the epilogue's reads
-          // of them after the main loop are less likely to wait on L2.
+          // of them after the main loop do not wait on L2.
           if (epi.bias != nullptr && t * kBiasLineCols < BN && tn * BN + t * kBiasLineCols < N)
             hopper::prefetch_l1(epi.bias + tn * BN + t * kBiasLineCols);
           int prev = -1;
