@@ -260,7 +260,8 @@ def matmul(a: Tensor, b: Tensor, *, variant: int = 0) -> Tensor:
             temporary, but 06_async_pipeline reads a transposed b (``x @ W.t()``, K and N > 1) as it is when M <
             2048; 01_tiled, the Hopper kernels (9-13) and matvec read transposed views as they are. The CPU kernel
             reads any strides.
-        variant: 0 picks the CUDA kernel for the shape, dtype and GPU (M or N <= 16: matvec; otherwise
+        variant: 0 picks the CUDA kernel for the shape, dtype and GPU (M or N <= 16: matvec, but float32 with 8-16 rows
+            and a b of fewer than 2^25 elements: 06_async_pipeline; otherwise
             float16/bfloat16: the tensor-core kernel, 12_hopper_gemm on the H100; float32: 06_async_pipeline, or
             tf32_wgmma while TF32 is allowed; float64: fp64_dmma; ``matmul_default_kernel(dtype)`` says which);
             N >= 1 forces kernel N of the table in csrc/cuda/matmul/dispatch.cpp (``matmul_kernels()``), which
