@@ -55,8 +55,8 @@ enum Requirement : unsigned {
 };
 constexpr int64_t kSkinnyMaxSide = 16;
 // Except float32 (TF32 off) with kFp32TiledMinRows to kSkinnyMaxSide rows against fewer than kFp32TiledMaxWeight
-// elements of b: step 6's 16-row tiles run those faster than matvec (16x4096x4096 x @ W.t(): 0.96x against 0.55x
-// cuBLAS); with fewer rows, or a b that takes longer to read than to multiply, matvec is faster (docs/matmul.md).
+// elements of b: step 6's 16-row tiles run those faster than matvec; with fewer rows, or a b that takes longer to
+// read than to multiply, matvec is faster (docs/matmul.md has the timings).
 constexpr int64_t kFp32TiledMinRows = 8;
 constexpr int64_t kFp32TiledMaxWeight = int64_t{1} << 25;
 // Step 6 reads a K-major b a few percent slower than a row-major one; a copy of b costs about as much as a product
