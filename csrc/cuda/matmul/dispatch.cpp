@@ -58,7 +58,8 @@ constexpr int64_t kSkinnyMaxSide = 16;
 // elements of b: step 6's 16-row tiles run those faster than matvec; with fewer rows, or a b that takes longer to
 // read than to multiply, matvec is faster (docs/matmul.md has the timings).
 constexpr int64_t kFp32TiledMinRows = 8;
-constexpr int64_t kFp32TiledMaxWeight = int64_t{1} << 25;
+constexpr int kFp32TiledMaxWeightLog2 = 25;
+constexpr int64_t kFp32TiledMaxWeight = int64_t{1} << kFp32TiledMaxWeightLog2;
 // Step 6 reads a K-major b a few percent slower than a row-major one; a copy of b costs about as much as a product
 // of 2048 rows gains from it (docs/matmul.md): from that many rows on, b is copied to row-major first.
 constexpr int64_t kKMajorBMaxM = 2048;
@@ -283,7 +284,8 @@ void check_variant(int64_t variant, ScalarType dtype, const GpuInfo& gpu, bool t
 // shape: the product's (M, N, K), or nullptr to ask about large outputs (build_info, the doctor).
 // *reason (when given) gets what was skipped on the way and why, for cuda_kernels.build_info() / the doctor.
 const Kernel& pick_kernel(ScalarType dtype, const GpuInfo& gpu, bool tf32, const int64_t* shape, std::string* reason) {
-  const bool fp32_tiled = shape != nullptr && dtype == ScalarType::Float && !tf32 && shape[0] >= kFp32TiledMinRows &&
+  const bool fp32_exact = dtype == ScalarType::Float && !tf32;  // where the few-row exception to matvec applies
+  const bool fp32_tiled = shape != nullptr && fp32_exact && shape[0] >= kFp32TiledMinRows &&
                           shape[1] > kSkinnyMaxSide && shape[1] * shape[2] < kFp32TiledMaxWeight;
   const bool skinny = shape != nullptr && std::min(shape[0], shape[1]) <= kSkinnyMaxSide && !fp32_tiled;
   // The kernel made for skinny outputs that runs here (nullptr: none): skinny outputs take it; the reason names it
@@ -310,9 +312,10 @@ const Kernel& pick_kernel(ScalarType dtype, const GpuInfo& gpu, bool tf32, const
         *reason =
             where + ": the fastest kernel that runs here" + (skipped.empty() ? "" : "; skipped " + skipped) +
             (skinny_kernel == nullptr ? "" : "; outputs with M or N <= " + max_side + " take " + skinny_kernel->name) +
-            (dtype == ScalarType::Float && !tf32 && skinny_kernel != nullptr
+            (fp32_exact && skinny_kernel != nullptr
                  ? " (but " + std::to_string(kFp32TiledMinRows) + "-" + max_side +
-                       " rows against a b of fewer than 2^25 elements take this kernel)"
+                       " rows against a b of fewer than 2^" + std::to_string(kFp32TiledMaxWeightLog2) +
+                       " elements take this kernel)"
                  : "");
       }
       return k;
