@@ -48,6 +48,7 @@ def matmul_tuning(
     matvec_cluster_splits: Value | None = None,
     block_n12: Value | None = None,
     stream_k12: Value | None = None,
+    k_splits12: Value | None = None,
 ) -> Iterator[None]:
     """Overrides the given knobs for the duration of the block; a knob left None keeps its current value.
 
@@ -55,8 +56,9 @@ def matmul_tuning(
     config_fp64: the float64 tensor-core kernel's configuration; smem_limit_bytes: the shared memory per block the
     launchers believe the GPU allows (to run the configurations of GPUs with less); matvec_blocks_per_sm,
     matvec_mma_min_rows, matvec_cluster_splits: the matrix-vector kernel's split of K, the rows from which it uses
-    the tensor cores, and its cap on splits per cluster; block_n12 and stream_k12: step 12's tile width (64, 128,
-    256) and stream-K ("on" wherever the tiles allow it, "off"). Raises RuntimeError on a build without CUDA
+    the tensor cores, and its cap on splits per cluster; block_n12, stream_k12 and k_splits12: step 12's tile
+    width (64, 128, 256), stream-K ("on" wherever the tiles allow it, "off") and split-K clusters (blocks per tile,
+    1 for none, 2, 4 or 8; the 128 x 64 and 128 x 128 tiles split). Raises RuntimeError on a build without CUDA
     kernels.
     """
     overrides = {
@@ -70,6 +72,7 @@ def matmul_tuning(
         "matvec_cluster_splits": matvec_cluster_splits,
         "block_n12": block_n12,
         "stream_k12": stream_k12,
+        "k_splits12": k_splits12,
     }
     op = _tuning_op()
     previous: list[tuple[str, str]] = []

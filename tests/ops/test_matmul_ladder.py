@@ -699,22 +699,33 @@ def test_step12_batched_schedules(variant, dtype, smnk):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("variant", "dtype"), step_dtype_params(STEP12, [torch.bfloat16]))
 def test_step12_tuning_knobs(matmul_tuning, variant, dtype):
-    """block_n12 and stream_k12 force step 12's tile width and stream-K (also for a single wave that leaves SMs
-    idle, which the launcher splits only when forced); every choice computes the same product. Bad values are clear
-    errors."""
+    """block_n12, stream_k12 and k_splits12 force step 12's tile width, stream-K (also for a single wave that leaves
+    SMs idle, which the launcher splits only when forced) and split-K clusters; every choice computes the same
+    product, one product or a batch. Bad values are clear errors."""
     a = rand(300, 4100, dtype=dtype, device="cuda", seed=_seed("knobs", "a"))
     b = rand(4100, 700, dtype=dtype, device="cuda", seed=_seed("knobs", "b"))
     for block_n in (64, 128, 256):
         for stream_k in ("on", "off"):
             matmul_tuning(block_n12=block_n, stream_k12=stream_k)
             assert_step_close(mm(a, b, variant), a, b, variant)
-    matmul_tuning(block_n12=256, stream_k12=None)
+    matmul_tuning(stream_k12=None)
+    batch_a, batch_b = a[:200, :1000].reshape(2, 100, 1000), b[:2000].reshape(2, 1000, 700)[:, :, :600]
+    for block_n in (64, 128):
+        for splits in (1, 2, 4, 8):
+            matmul_tuning(block_n12=block_n, k_splits12=splits)
+            assert_step_close(mm(a, b, variant), a, b, variant)
+            out = mm(batch_a, batch_b, variant)
+            for i in range(2):
+                assert_step_close(out[i], batch_a[i], batch_b[i], variant)
+    matmul_tuning(block_n12=256, k_splits12=None)
     with pytest.raises(RuntimeError, match=rf"{OP}: step 12: the tuning knob block_n12=256 takes one product"):
         mm(a[None].expand(2, -1, -1), b[None].expand(2, -1, -1), variant)
     with pytest.raises(RuntimeError, match=rf"{TUNING}: block_n12=96 is not 64, 128 or 256"):
         matmul_tuning(block_n12=96)
     with pytest.raises(RuntimeError, match=rf"{TUNING}: stream_k12=yes is not 'on' or 'off'"):
         matmul_tuning(stream_k12="yes")
+    with pytest.raises(RuntimeError, match=rf"{TUNING}: k_splits12=3 is not 1, 2, 4 or 8"):
+        matmul_tuning(k_splits12=3)
 
 
 @requires_cuda
@@ -910,6 +921,22 @@ STEP12_SPLIT_SHAPES = [(200, 300, 2000), (130, 68, 4100), (64, 64, 1030)]
 @pytest.mark.parametrize("views", VIEWS)
 @pytest.mark.parametrize("mnk", STEP12_SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_step12_split_k(dtype, views, mnk):
+    _step12_case(dtype, views, mnk)
+
+
+# Step 12's other tile plans on an H100's 132 SMs (plan_tiles): (250, 1000, 4100) 16 tiles of 128 x 128 without
+# multicast, 8 splits of 65 slabs each with row and column tails; (100, 8500, 300) one row of 128 x 128 tiles
+# without 2-CTA clusters; (20000, 64, 256) 128 x 64 tiles where N = 64 had taken 128 x 256; (2048, 3072, 512)
+# 128 x 128 tiles where 128 x 256 would leave most of a second wave empty.
+STEP12_PLAN_SHAPES = [(250, 1000, 4100), (100, 8500, 300), (20000, 64, 256), (2048, 3072, 512)]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("views", VIEWS)
+@pytest.mark.parametrize("mnk", STEP12_PLAN_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_step12_tile_plans(dtype, views, mnk):
     _step12_case(dtype, views, mnk)
 
 

@@ -12,9 +12,11 @@ bool wgmma_available(int device);  // defined with step 9
 void launch_12_hopper_gemm(const Args& args) {
   const hopper::Call call = hopper::prepare_call("12_hopper_gemm", args, &wgmma_available);
   const int sms = sm_count(call.device);
-  // The tuning knobs block_n12 and stream_k12 (cuda/matmul/tuning.h) force the tile width and stream-K.
+  // The tuning knobs block_n12, stream_k12 and k_splits12 (cuda/matmul/tuning.h) force the tile width, stream-K
+  // and the split-K clusters.
   wgmma12::LaunchOptions opt;
   opt.block_n = static_cast<int>(tuning().block_n12);
+  opt.k_splits = static_cast<int>(tuning().k_splits12);
   opt.stream_k = tuning().stream_k12 == "on" ? 1 : tuning().stream_k12 == "off" ? 0 : -1;
   CUDA_KERNELS_CHECK(opt.block_n != wgmma12::Wide::BN || call.batch == 1 || wgmma12::Wide::kBatches,
                      "cuda_kernels.matmul: step 12: the tuning knob block_n12=", opt.block_n,

@@ -23,7 +23,7 @@
 // times by different clusters, losing the L2 reuse that tiles started together have, and the partial sums'
 // round trip costs too.
 // Split-K in a cluster: a problem with few tiles and a long K (256 x 256 x 4096: 8 tiles of 128 x 64 for 132 SMs,
-// 64 k-slabs each) gives each tile a cluster of 2, 4 or 8 blocks (pick_k_splits), each taking an equal share of
+// 64 k-slabs each) gives each tile a cluster of 2, 4 or 8 blocks (plan_tiles), each taking an equal share of
 // the k-slabs; the blocks put their fp32 sums in their own shared memory and each adds up a share of the tile over
 // the whole cluster, reading the others' through distributed shared memory in rank order, and stores it: more SMs
 // load and multiply, nothing goes through global memory, one launch.
@@ -74,7 +74,7 @@ struct Config {
   static constexpr bool kWoven = Woven_ && kPasses > 1;
   // Whether it runs a batch of products (batch > 1). Not the woven configuration: its consumers' registers are
   // all taken (the accumulators and the woven pass, 160 of 168), and the matrix index beside its tile made it
-  // spill; a batch runs on the narrower tiles (pick_block_n).
+  // spill; a batch runs on the narrower tiles (plan_tiles).
   static constexpr bool kBatches = !kWoven;
   static constexpr int kMapRank = kBatches ? 3 : 2;  // its tensor maps: 3-D (the matrix of a batch third), or 2-D
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma widths 64, 128, 256 are instantiated");
@@ -95,6 +95,7 @@ struct Config {
 // The configurations the launcher picks from (by tile width).
 using Wide = Config<256, 2, 4, 128, true>;  // 128 x 256, 2-CTA clusters, 4 slots (48 KB each), two passes, woven
 using Mid = Config<128, 2, 6, 128>;         // 128 x 128, 2-CTA clusters, 6 slots (32 KB each), whole-tile buffer
+using MidSplit = Config<128, 1, 6, 128>;    // the same tile without multicast, for split-K clusters
 using Narrow = Config<64, 1, 8, 64>;        // 128 x 64, no cluster, 8 slots (24 KB each), whole-tile buffer
 
 using hopper::Operand;
@@ -622,7 +623,7 @@ struct LaunchOptions {
   int group_m = 0;     // 0: kGroupRows / cluster size
   int max_blocks = 0;  // 0: the SM count
   int stream_k = -1;   // -1: when it pays (and a workspace is given); 0: never; 1: whenever the tiles allow
-  int k_splits = 0;    // split-K clusters of the 128 x 64 tile: 0 by shape (pick_k_splits), 1 off, 2 / 4 / 8
+  int k_splits = 0;    // split-K clusters of the 128 x 64 / 128 x 128 tiles: 0 by shape (plan_tiles), 1 off, 2-8
 };
 
 // Scratch memory for stream-K (may be absent: then every tile is data-parallel). Its contents need no
@@ -671,12 +672,9 @@ inline int64_t tile_count(int M, int N, int batch, int rows, int bn) {
 // (256^3, 4 slabs, measured slower split).
 constexpr int kMaxKSplits = 8, kMinSplitSlabs = 8;
 
-// The k_splits for `batch` M x N x K products on `sms` SMs with tile width bn (only the 128 x 64 tile splits): the
-// most (a power of two, at most kMaxKSplits, at least kMinSplitSlabs k-slabs a block) that keeps every split tile's
-// blocks on an SM of their own.
-inline int pick_k_splits(int M, int N, int K, int batch, int sms, int bn) {
-  if (bn != 64) return 1;
-  const int64_t tiles = tile_count(M, N, batch, kBM, bn);
+// The most split-K blocks per tile (a power of two, at most kMaxKSplits, at least kMinSplitSlabs k-slabs a block)
+// that keeps each of `tiles` split tiles' blocks on an SM of their own.
+inline int most_k_splits(int64_t tiles, int K, int sms) {
   const int k_slabs = (K + kBK - 1) / kBK;
   int splits = 1;
   while (splits * 2 <= kMaxKSplits && k_slabs >= splits * 2 * kMinSplitSlabs && tiles * splits * 2 <= sms) splits *= 2;
@@ -689,7 +687,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
                          int k_splits = 1, const Epilogue& epi = {}) {
   constexpr int BN = Cfg::BN, CM = Cfg::CM;
   constexpr auto* kernel = &matmul_kernel_12_hopper_gemm<Cfg, kBf16, kAMN, kBKMaj>;
-  if (!Cfg::kBatches && batch > 1) return cudaErrorInvalidConfiguration;  // pick_block_n gives a batch other tiles
+  if (!Cfg::kBatches && batch > 1) return cudaErrorInvalidConfiguration;  // plan_tiles gives a batch other tiles
   int device = 0;
   cudaError_t err = hopper::opt_in_smem<kernel>(Cfg::kSmemBytes, device);
   if (err != cudaSuccess) return err;
@@ -771,24 +769,71 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
                             batched, group_m, sk, k_splits, epi);
 }
 
-// The tile width for `batch` M x N outputs on `sms` SMs (among the configurations that take a batch when batch > 1):
-// 128 x 256 when its tiles number at least half the SMs; else 128 x 128 when its tiles do; else 128 x 64. Fewer busy
-// SMs with 128 x 128 tiles beat twice as many 128 x 64 blocks, which multiply half as much per byte they load
-// (docs/matmul.md has the shapes measured).
-inline int pick_block_n(int M, int N, int batch, int sms) {
+// How a call is tiled: the tile width, the blocks that split each tile's K in a cluster, and whether 128 x 128
+// tiles share B by multicast (Mid) or go without (MidSplit: the configuration that splits).
+struct TilePlan {
+  int bn = Wide::BN;
+  int k_splits = 1;
+  bool multicast = true;
+  int cm() const { return bn == Narrow::BN || !multicast ? 1 : 2; }  // blocks a cluster stacks along M
+};
+
+// A plan's 128 x 128 tiles go without multicast where they split K, and where M has one row tile: a 2-CTA cluster
+// stacks two along M, and the second would be empty (64x14336x4096: 0.55x cuBLAS with it, 0.93x without).
+inline TilePlan plan_128(int M, int k_splits) {
+  return TilePlan{Mid::BN, k_splits, k_splits == 1 && M > kBM};
+}
+
+// Of the SM slots of `waves` full waves of `clusters`, the share that `super_tiles` tiles fill.
+inline double wave_fill(int64_t super_tiles, int64_t clusters) {
+  const int64_t waves = (super_tiles + clusters - 1) / clusters;
+  return static_cast<double>(super_tiles) / static_cast<double>(waves * clusters);
+}
+
+// 128 x 128 instead of 128 x 256 tiles where they fill the waves this much better: 2048x3072x3072, 96 wide
+// super-tiles on 66 clusters (73% of the last wave's slots, stream-K or not) against 192 of 128 x 128 (97%).
+constexpr double kMinFillGain = 0.15;
+
+// The plan for `batch` M x N x K products on `sms` SMs (docs/matmul.md has the shapes measured):
+// - Width: 128 x 256 when its tiles number at least half the SMs (batches: not that configuration); else 128 x 128
+//   when its tiles do; else 128 x 64 (fewer busy SMs with 128 x 128 tiles beat twice as many 128 x 64 blocks,
+//   which multiply half as much per byte they load), never wider than N needs, and 128 x 128 where 128 x 256 would
+//   leave much more of its last wave empty (kMinFillGain).
+// - Split-K: the 128 x 64 tile splits when few tiles leave SMs idle (most_k_splits). With at least a full row tile
+//   and a long K, 128 x 128 tiles split instead, as they read A half as often: where 128 x 64 would split 4 ways
+//   or more (K >= 4096; 256x1024x8192: 0.65x -> 0.84x), or not at all (K >= 8192; 256x3072x8192: 0.75x -> 0.87x).
+//   With a split of 2 (256x2048x8192: 0.83x against 0.74x) or a shorter K, 128 x 64 stays ahead.
+inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
   const auto tiles = [&](int bn) { return tile_count(M, N, batch, kBM, bn); };
-  if (tiles(256) * 2 >= sms) return batch == 1 || Wide::kBatches ? Wide::BN : Mid::BN;
-  if (tiles(128) * 2 >= sms) return 128;
-  return 64;
+  const auto super_tiles = [&](int bn) { return tile_count(M, N, batch, 2 * kBM, bn); };  // of 2-CTA clusters
+  const int widest = N <= Narrow::BN ? Narrow::BN : N <= Mid::BN ? Mid::BN : Wide::BN;
+  if (widest == Wide::BN && tiles(Wide::BN) * 2 >= sms) {
+    const bool fills_worse =
+        wave_fill(super_tiles(Mid::BN), sms / 2) >= wave_fill(super_tiles(Wide::BN), sms / 2) + kMinFillGain;
+    if ((batch == 1 || Wide::kBatches) && !fills_worse) return TilePlan{};
+    return plan_128(M, 1);
+  }
+  if (widest >= Mid::BN && tiles(Mid::BN) * 2 >= sms) return plan_128(M, 1);
+  const int narrow_splits = most_k_splits(tiles(Narrow::BN), K, sms);
+  if (widest >= Mid::BN && M >= kBM) {
+    const int splits = most_k_splits(tiles(Mid::BN), K, sms);
+    const int k_slabs = (K + kBK - 1) / kBK;
+    const bool fills = tiles(Mid::BN) * splits * 2 > sms;  // more than half the SMs busy
+    if ((narrow_splits >= 4 && k_slabs >= 64 && fills) || (narrow_splits == 1 && k_slabs >= 128 && splits >= 2))
+      return plan_128(M, splits);
+  }
+  return TilePlan{Narrow::BN, narrow_splits, false};
 }
 
 // Whether launch() with default options (block_n: the tile width it is given, 0 by shape) would want a stream-K
 // workspace for this shape on `sms` SMs (assuming every SM holds a block: the grid it plans for); without one it
 // runs data-parallel.
 inline bool wants_workspace(int M, int N, int K, int batch, int sms, int block_n = 0) {
-  const int bn = block_n != 0 ? block_n : pick_block_n(M, N, batch, sms);
-  const int cm = bn == Narrow::BN ? Narrow::CM : (bn == Mid::BN ? Mid::CM : Wide::CM);
-  const int64_t super_tiles = tile_count(M, N, batch, cm * kBM, bn);
+  TilePlan plan = plan_tiles(M, N, K, batch, sms);
+  if (block_n != 0 && block_n != plan.bn) plan = block_n == Mid::BN ? plan_128(M, 1) : TilePlan{block_n, 1, true};
+  if (plan.k_splits > 1) return false;
+  const int cm = plan.cm();
+  const int64_t super_tiles = tile_count(M, N, batch, cm * kBM, plan.bn);
   const Workspace any{reinterpret_cast<void*>(uintptr_t{16}), workspace_bytes(sms)};  // a stand-in: size only
   return plan_stream_k(super_tiles, sms / cm, (K + kBK - 1) / kBK, cm, -1, any).partials != nullptr;
 }
@@ -796,14 +841,26 @@ inline bool wants_workspace(int M, int N, int K, int batch, int sms, int block_n
 template <bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_layout(int M, int N, int K, int batch, const Operand& a, const Operand& b, void* c, int sms,
                           const LaunchOptions& opt, const Workspace& ws, cudaStream_t stream, const Epilogue& epi) {
-  const int bn = opt.block_n != 0 ? opt.block_n : pick_block_n(M, N, batch, sms);
   const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
-  const int g = opt.group_m, sk = opt.stream_k;
-  if (bn == 64) {
-    const int splits = opt.k_splits > 0 ? opt.k_splits : pick_k_splits(M, N, K, batch, blocks, bn);
-    return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, splits, epi);
+  TilePlan plan = plan_tiles(M, N, K, batch, blocks);
+  if (opt.block_n != 0 && opt.block_n != plan.bn) {  // a forced width: the 128 x 64 tile splits as by shape
+    plan = opt.block_n == Narrow::BN
+               ? TilePlan{Narrow::BN, most_k_splits(tile_count(M, N, batch, kBM, Narrow::BN), K, blocks), false}
+           : opt.block_n == Mid::BN ? plan_128(M, 1)
+                                    : TilePlan{};
   }
-  if (bn == 128)
+  if (opt.k_splits > 0 && plan.bn != Wide::BN)
+    plan = plan.bn == Mid::BN ? plan_128(M, opt.k_splits) : TilePlan{plan.bn, opt.k_splits, false};
+  const int g = opt.group_m, sk = opt.stream_k;
+  if (plan.bn == Narrow::BN) {
+    return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, plan.k_splits,
+                                                     epi);
+  }
+  if (plan.bn == Mid::BN && !plan.multicast) {
+    return launch_typed<MidSplit, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk,
+                                                       plan.k_splits, epi);
+  }
+  if (plan.bn == Mid::BN)
     return launch_typed<Mid, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, 1, epi);
   return launch_typed<Wide, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, 1, epi);
 }
