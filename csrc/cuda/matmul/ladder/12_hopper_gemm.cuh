@@ -779,7 +779,7 @@ struct TilePlan {
 };
 
 // A plan's 128 x 128 tiles go without multicast where they split K, and where M has one row tile: a 2-CTA cluster
-// stacks two along M, and the second would be empty (64x14336x4096: 0.55x cuBLAS with it, 0.93x without).
+// stacks two along M, and the second would have no rows (docs/matmul.md has the shapes measured).
 inline TilePlan plan_128(int M, int k_splits) {
   return TilePlan{Mid::BN, k_splits, k_splits == 1 && M > kBM};
 }
@@ -790,9 +790,13 @@ inline double wave_fill(int64_t super_tiles, int64_t clusters) {
   return static_cast<double>(super_tiles) / static_cast<double>(waves * clusters);
 }
 
-// 128 x 128 instead of 128 x 256 tiles where they fill the waves this much better: 2048x3072x3072, 96 wide
-// super-tiles on 66 clusters (73% of the last wave's slots, stream-K or not) against 192 of 128 x 128 (97%).
+// 128 x 128 instead of 128 x 256 tiles where they fill the waves this much better: 2048x3072x3072 has 96 wide
+// super-tiles for 66 clusters (73% of two waves' slots; stream-K did not recover the rest) against 192 of 128 x 128
+// (97% of three).
 constexpr double kMinFillGain = 0.15;
+// The k-slabs from which 128 x 128 tiles split K instead of 128 x 64 ones: where 128 x 64 would split 4 ways or
+// more (K >= 4096), or not at all (K >= 8192).
+constexpr int kSplit128MinSlabs = 64, kUnsplit64MinSlabs = 128;
 
 // The plan for `batch` M x N x K products on `sms` SMs (docs/matmul.md has the shapes measured):
 // - Width: 128 x 256 when its tiles number at least half the SMs (batches: not that configuration); else 128 x 128
@@ -800,9 +804,8 @@ constexpr double kMinFillGain = 0.15;
 //   which multiply half as much per byte they load), never wider than N needs, and 128 x 128 where 128 x 256 would
 //   leave much more of its last wave empty (kMinFillGain).
 // - Split-K: the 128 x 64 tile splits when few tiles leave SMs idle (most_k_splits). With at least a full row tile
-//   and a long K, 128 x 128 tiles split instead, as they read A half as often: where 128 x 64 would split 4 ways
-//   or more (K >= 4096; 256x1024x8192: 0.65x -> 0.84x), or not at all (K >= 8192; 256x3072x8192: 0.75x -> 0.87x).
-//   With a split of 2 (256x2048x8192: 0.83x against 0.74x) or a shorter K, 128 x 64 stays ahead.
+//   and a long K, 128 x 128 tiles split instead, as they read A half as often (kSplit128MinSlabs,
+//   kUnsplit64MinSlabs); where 128 x 64 splits 2 ways, or K is shorter, 128 x 64 measured faster.
 inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
   const auto tiles = [&](int bn) { return tile_count(M, N, batch, kBM, bn); };
   const auto super_tiles = [&](int bn) { return tile_count(M, N, batch, 2 * kBM, bn); };  // of 2-CTA clusters
@@ -819,7 +822,8 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
     const int splits = most_k_splits(tiles(Mid::BN), K, sms);
     const int k_slabs = (K + kBK - 1) / kBK;
     const bool fills = tiles(Mid::BN) * splits * 2 > sms;  // more than half the SMs busy
-    if ((narrow_splits >= 4 && k_slabs >= 64 && fills) || (narrow_splits == 1 && k_slabs >= 128 && splits >= 2))
+    if ((narrow_splits >= 4 && k_slabs >= kSplit128MinSlabs && fills) ||
+        (narrow_splits == 1 && k_slabs >= kUnsplit64MinSlabs && splits >= 2))
       return plan_128(M, splits);
   }
   return TilePlan{Narrow::BN, narrow_splits, false};
