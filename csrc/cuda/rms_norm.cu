@@ -185,6 +185,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   constexpr int kP = kBackwardPacks<T>;
   __shared__ A scratch[2 * kMaxThreadsPerRow / 32];
   __shared__ A block_dw[kSharedCols<T>];
+  rowwise::allow_dependent_launch();  // the grid is one wave: the column sum may take the SMs it leaves
   const rowwise::Slot s = rowwise::my_slot(rows.tpr);
   const A n = static_cast<A>(rows.n);
   Pack<T> wp[kP];
@@ -245,6 +246,7 @@ __global__ void __launch_bounds__(kLongRowThreads)
   constexpr int kVec = Pack<T>::kVec;
   constexpr int kP = kLongPacks / 2;  // x, dy and w: as many bytes in flight as the forward's chunks
   __shared__ A scratch[kLongRowThreads / 32];
+  rowwise::allow_dependent_launch();
   const int tpr = static_cast<int>(blockDim.x);
   const int64_t chunk = int64_t{kP} * kVec * tpr;
   const A n = static_cast<A>(rows.n);
@@ -349,7 +351,7 @@ cudaError_t backward(const T* dy, const T* x, const T* w, T* dx, T* dw, opmath_t
     }
   });
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess || w == nullptr) return err;
-  return rowwise::sum_partial_rows(partial, grid, rows.n, dw, stream);
+  return rowwise::sum_partial_rows(partial, grid, rows.n, dw, device, stream);
 }
 
 // The dtypes the host side dispatches to.

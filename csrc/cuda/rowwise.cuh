@@ -261,6 +261,11 @@ constexpr int kColumnSumSlices = 32;
 template <typename A, typename T>
 __global__ void __launch_bounds__(kColumnSumCols* kColumnSumSlices)
     column_sum_kernel(const A* __restrict__ partial, int64_t parts, int64_t n, T* __restrict__ out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent of the backward (sum_partial_rows): its blocks may start before the
+  // backward has finished, and wait here until it has and its partial rows are visible.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   __shared__ A sums[kColumnSumSlices][kColumnSumCols];
   const int lane = threadIdx.x % kColumnSumCols;
   const int slice = threadIdx.x / kColumnSumCols;
@@ -276,12 +281,31 @@ __global__ void __launch_bounds__(kColumnSumCols* kColumnSumSlices)
   out[col] = static_cast<T>(sum);
 }
 
-// Launches column_sum_kernel: out (n elements) = the sum of partial's `parts` rows (write_partial_row's).
+// Lets the grid launched after this kernel (sum_partial_rows's column sum) start its blocks on SMs this grid no
+// longer fills, before it ends: the launch and the ramp-up of that small kernel then overlap this one's tail. A
+// no-op before sm_90 (and for a kernel launched without the attribute).
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+// Launches column_sum_kernel: out (n elements) = the sum of partial's `parts` rows (write_partial_row's), on
+// `device`. Where the kernel's code waits for the kernel before it (sm_90 code), as a programmatic dependent launch.
 template <typename A, typename T>
-cudaError_t sum_partial_rows(const A* partial, int64_t parts, int64_t n, T* out, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>(ceil_div<int64_t>(n, kColumnSumCols));
-  column_sum_kernel<A, T><<<blocks, kColumnSumCols * kColumnSumSlices, 0, stream>>>(partial, parts, n, out);
-  return cudaGetLastError();
+cudaError_t sum_partial_rows(const A* partial, int64_t parts, int64_t n, T* out, int device, cudaStream_t stream) {
+  constexpr auto* kernel = &column_sum_kernel<A, T>;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(ceil_div<int64_t>(n, kColumnSumCols)));
+  cfg.blockDim = dim3(kColumnSumCols * kColumnSumSlices);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  // Binaries with only older code run here through it, which does not wait: then the launch must not overlap.
+  cfg.numAttrs = kernel_ptx_version<kernel>(device) >= 90 ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, partial, parts, n, out);
 }
 
 // 1 / sqrt(v) in the arithmetic type: the fast approximate rsqrtf for float (2 ulp), the correctly rounded sqrt
