@@ -26,8 +26,8 @@ void launch_12_hopper_gemm(const Args& args) {
   // Stream-K scratch from the call's workspace (torch's caching allocator: stream-ordered, so concurrent calls never
   // share it; under graph capture it is the graph's own), only for shapes that use stream-K.
   wgmma12::Workspace ws;
-  if (opt.stream_k == 1 ||
-      (opt.stream_k < 0 && wgmma12::wants_workspace(call.M, call.N, call.K, call.batch, sms, opt.block_n))) {
+  if (opt.stream_k == 1 || (opt.stream_k < 0 && wgmma12::wants_workspace(call.M, call.N, call.K, call.batch, sms,
+                                                                         opt.block_n, opt.k_splits))) {
     ws.bytes = wgmma12::workspace_bytes(sms);
     ws.ptr = args.workspace->alloc(ws.bytes);
   }

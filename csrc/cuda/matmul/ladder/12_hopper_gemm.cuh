@@ -829,13 +829,26 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
   return TilePlan{Narrow::BN, narrow_splits, false};
 }
 
-// Whether launch() with default options (block_n: the tile width it is given, 0 by shape) would want a stream-K
-// workspace for this shape on `sms` SMs (assuming every SM holds a block: the grid it plans for); without one it
-// runs data-parallel.
-inline bool wants_workspace(int M, int N, int K, int batch, int sms, int block_n = 0) {
+// plan_tiles with the tuning knobs' overrides (LaunchOptions): the tile width block_n (a forced 128 x 64 tile
+// still splits by shape) and k_splits (the 128 x 256 tile does not split); 0 leaves plan_tiles's choice.
+inline TilePlan plan_forced(int M, int N, int K, int batch, int sms, int block_n, int k_splits) {
   TilePlan plan = plan_tiles(M, N, K, batch, sms);
-  if (block_n != 0 && block_n != plan.bn) plan = block_n == Mid::BN ? plan_128(M, 1) : TilePlan{block_n, 1, true};
-  if (plan.k_splits > 1) return false;
+  if (block_n != 0 && block_n != plan.bn) {
+    plan = block_n == Narrow::BN
+               ? TilePlan{Narrow::BN, most_k_splits(tile_count(M, N, batch, kBM, Narrow::BN), K, sms), false}
+           : block_n == Mid::BN ? plan_128(M, 1)
+                                : TilePlan{};
+  }
+  if (k_splits > 0 && plan.bn != Wide::BN)
+    plan = plan.bn == Mid::BN ? plan_128(M, k_splits) : TilePlan{plan.bn, k_splits, false};
+  return plan;
+}
+
+// Whether launch() with these knobs (block_n, k_splits: 0 by shape) would want a stream-K workspace for this shape
+// on `sms` SMs (assuming every SM holds a block: the grid it plans for); without one it runs data-parallel.
+inline bool wants_workspace(int M, int N, int K, int batch, int sms, int block_n = 0, int k_splits = 0) {
+  const TilePlan plan = plan_forced(M, N, K, batch, sms, block_n, k_splits);
+  if (plan.k_splits > 1) return false;  // split tiles take no stream-K
   const int cm = plan.cm();
   const int64_t super_tiles = tile_count(M, N, batch, cm * kBM, plan.bn);
   const Workspace any{reinterpret_cast<void*>(uintptr_t{16}), workspace_bytes(sms)};  // a stand-in: size only
@@ -846,15 +859,7 @@ template <bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_layout(int M, int N, int K, int batch, const Operand& a, const Operand& b, void* c, int sms,
                           const LaunchOptions& opt, const Workspace& ws, cudaStream_t stream, const Epilogue& epi) {
   const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
-  TilePlan plan = plan_tiles(M, N, K, batch, blocks);
-  if (opt.block_n != 0 && opt.block_n != plan.bn) {  // a forced width: the 128 x 64 tile splits as by shape
-    plan = opt.block_n == Narrow::BN
-               ? TilePlan{Narrow::BN, most_k_splits(tile_count(M, N, batch, kBM, Narrow::BN), K, blocks), false}
-           : opt.block_n == Mid::BN ? plan_128(M, 1)
-                                    : TilePlan{};
-  }
-  if (opt.k_splits > 0 && plan.bn != Wide::BN)
-    plan = plan.bn == Mid::BN ? plan_128(M, opt.k_splits) : TilePlan{plan.bn, opt.k_splits, false};
+  const TilePlan plan = plan_forced(M, N, K, batch, blocks, opt.block_n, opt.k_splits);
   const int g = opt.group_m, sk = opt.stream_k;
   if (plan.bn == Narrow::BN) {
     return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, plan.k_splits,
