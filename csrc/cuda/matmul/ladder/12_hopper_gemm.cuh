@@ -784,6 +784,11 @@ inline TilePlan plan_128(int M, int k_splits) {
   return TilePlan{Mid::BN, k_splits, k_splits == 1 && M > kBM};
 }
 
+// A plan of 128 x 64 tiles, split as few tiles leave SMs idle (most_k_splits).
+inline TilePlan plan_64(int M, int N, int K, int batch, int sms) {
+  return TilePlan{Narrow::BN, most_k_splits(tile_count(M, N, batch, kBM, Narrow::BN), K, sms), false};
+}
+
 // Of the SM slots of `waves` full waves of `clusters`, the share that `super_tiles` tiles fill.
 inline double wave_fill(int64_t super_tiles, int64_t clusters) {
   const int64_t waves = (super_tiles + clusters - 1) / clusters;
@@ -817,16 +822,16 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
     return plan_128(M, 1);
   }
   if (widest >= Mid::BN && tiles(Mid::BN) * 2 >= sms) return plan_128(M, 1);
-  const int narrow_splits = most_k_splits(tiles(Narrow::BN), K, sms);
+  const TilePlan narrow = plan_64(M, N, K, batch, sms);
   if (widest >= Mid::BN && M >= kBM) {
     const int splits = most_k_splits(tiles(Mid::BN), K, sms);
     const int k_slabs = (K + kBK - 1) / kBK;
     const bool fills = tiles(Mid::BN) * splits * 2 > sms;  // more than half the SMs busy
-    if ((narrow_splits >= 4 && k_slabs >= kSplit128MinSlabs && fills) ||
-        (narrow_splits == 1 && k_slabs >= kUnsplit64MinSlabs && splits >= 2))
+    if ((narrow.k_splits >= 4 && k_slabs >= kSplit128MinSlabs && fills) ||
+        (narrow.k_splits == 1 && k_slabs >= kUnsplit64MinSlabs && splits >= 2))
       return plan_128(M, splits);
   }
-  return TilePlan{Narrow::BN, narrow_splits, false};
+  return narrow;
 }
 
 // plan_tiles with the tuning knobs' overrides (LaunchOptions): the tile width block_n (a forced 128 x 64 tile
@@ -834,10 +839,7 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
 inline TilePlan plan_forced(int M, int N, int K, int batch, int sms, int block_n, int k_splits) {
   TilePlan plan = plan_tiles(M, N, K, batch, sms);
   if (block_n != 0 && block_n != plan.bn) {
-    plan = block_n == Narrow::BN
-               ? TilePlan{Narrow::BN, most_k_splits(tile_count(M, N, batch, kBM, Narrow::BN), K, sms), false}
-           : block_n == Mid::BN ? plan_128(M, 1)
-                                : TilePlan{};
+    plan = block_n == Narrow::BN ? plan_64(M, N, K, batch, sms) : block_n == Mid::BN ? plan_128(M, 1) : TilePlan{};
   }
   if (k_splits > 0 && plan.bn != Wide::BN)
     plan = plan.bn == Mid::BN ? plan_128(M, k_splits) : TilePlan{plan.bn, k_splits, false};
