@@ -908,27 +908,22 @@ def test_step6_forced_splits(matmul_tuning, splits):
             _mm_case(6, torch.float32, 260, 1028, 1000, b_k_major)
 
 
-# Step 12's split-K clusters (the 128 x 64 tile with few tiles and a long K: 2, 4 or 8 blocks share a tile's
-# k-slabs and add up through distributed shared memory): (200, 300, 2000) is 10 tiles of 32 slabs (4 splits, row and
-# column tails), (130, 68, 4100) 4 tiles of 65 slabs (8 splits, a partial last slab), (64, 64, 1030) 1 tile of 17
-# slabs (2 splits of 8 and 9).
-STEP12_SPLIT_SHAPES = [(200, 300, 2000), (130, 68, 4100), (64, 64, 1030)]
-
-
-@requires_cuda
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("views", VIEWS)
-@pytest.mark.parametrize("mnk", STEP12_SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_step12_split_k(dtype, views, mnk):
-    _step12_case(dtype, views, mnk)
-
-
-# Step 12's other tile plans on an H100's 132 SMs (plan_tiles): (250, 1000, 4100) 16 tiles of 128 x 128 without
-# multicast, 8 splits of 65 slabs each with row and column tails; (100, 8500, 300) one row of 128 x 128 tiles
-# without 2-CTA clusters; (20000, 64, 256) 128 x 64 tiles where N = 64 had taken 128 x 256; (2048, 3072, 512)
-# 128 x 128 tiles where 128 x 256 would leave most of a second wave empty.
-STEP12_PLAN_SHAPES = [(250, 1000, 4100), (100, 8500, 300), (20000, 64, 256), (2048, 3072, 512)]
+# Step 12's tile plans on an H100's 132 SMs (plan_tiles). Split-K clusters of the 128 x 64 tile (few tiles and a
+# long K: 2, 4 or 8 blocks share a tile's k-slabs and add up through distributed shared memory): (200, 300, 2000) is
+# 10 tiles of 32 slabs (4 splits, row and column tails), (130, 68, 4100) 4 tiles of 65 slabs (8 splits, a partial
+# last slab), (64, 64, 1030) 1 tile of 17 slabs (2 splits of 8 and 9). The other plans: (250, 1000, 4100) 16 tiles
+# of 128 x 128 without multicast, 8 splits of 65 slabs each with row and column tails; (100, 8500, 300) one row of
+# 128 x 128 tiles without 2-CTA clusters; (20000, 64, 256) 128 x 64 tiles where N = 64 had taken 128 x 256;
+# (2048, 3072, 512) 128 x 128 tiles where 128 x 256 would leave most of a second wave empty.
+STEP12_PLAN_SHAPES = [
+    (200, 300, 2000),
+    (130, 68, 4100),
+    (64, 64, 1030),
+    (250, 1000, 4100),
+    (100, 8500, 300),
+    (20000, 64, 256),
+    (2048, 3072, 512),
+]
 
 
 @requires_cuda
