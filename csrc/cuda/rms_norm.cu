@@ -49,10 +49,11 @@ constexpr int kBackwardPacks = sizeof(T) == 2 ? rowwise::kPacks / 2 : rowwise::k
 template <typename T>
 constexpr bool kPrefetch = sizeof(T) == 2;
 
-// The backward sums dw over the rows of a block in shared memory when a block holds several rows: then
-// tpr <= kMinBlockThreads / 2, so a row has at most this many elements.
+// The backward sums dw over the rows of a block in shared memory when a block holds several rows
+// (rowwise::write_partial_row): a row of n <= tpr * kP * kVec columns for every warp, or every slot of tpr > 32
+// threads, of a kMinBlockThreads block.
 template <typename T>
-constexpr int kSharedCols = kMinBlockThreads / 2 * kBackwardPacks<T> * Pack<T>::kVec;
+constexpr int kSharedCols = kMinBlockThreads * kBackwardPacks<T> * Pack<T>::kVec;
 
 // The math, one piece per function, which both the in-register and the two-pass kernels call (the kernels are the
 // mapping of rows to threads; the scaffold of `python -m cuda_kernels.new NAME --kind rowwise` has the same shape).
