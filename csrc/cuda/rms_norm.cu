@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "cuda/opmath.h"
 #include "cuda/rms_norm.h"
@@ -46,14 +48,19 @@ template <int kP, bool kVectorized>
 constexpr int kForwardMinBlocks = kVectorized && kP <= rowwise::kPacks ? 2 : 1;
 template <typename T>
 constexpr int kBackwardPacks = sizeof(T) == 2 ? rowwise::kPacks / 2 : rowwise::kPacks;
+template <typename T, int kP>
+constexpr bool kPrefetch = sizeof(T) == 2 && kP == kBackwardPacks<T>;
+// 16-bit rows too long for kBackwardPacks at kMaxThreadsPerRow threads (8192 to 16384 elements: a large model's
+// hidden size) take twice the packs without the prefetch (the registers of one row group are those of two), rather
+// than the two-pass kernel, which reads x and dy twice. 32-bit rows would spill at twice theirs: 0, none.
 template <typename T>
-constexpr bool kPrefetch = sizeof(T) == 2;
+constexpr int kWideBackwardPacks = sizeof(T) == 2 ? 2 * kBackwardPacks<T> : 0;
 
 // The backward sums dw over the rows of a block in shared memory when a block holds several rows
 // (rowwise::write_partial_row): a row of n <= tpr * kP * kVec columns for every warp, or every slot of tpr > 32
 // threads, of a kMinBlockThreads block.
-template <typename T>
-constexpr int kSharedCols = kMinBlockThreads * kBackwardPacks<T> * Pack<T>::kVec;
+template <typename T, int kP>
+constexpr int kSharedCols = kMinBlockThreads * kP * Pack<T>::kVec;
 
 // The math, one piece per function, which both the in-register and the two-pass kernels call (the kernels are the
 // mapping of rows to threads; the scaffold of `python -m cuda_kernels.new NAME --kind rowwise` has the same shape).
@@ -177,15 +184,14 @@ __global__ void __launch_bounds__(kLongRowThreads)
   }
 }
 
-template <typename T, bool kVectorized>
+template <typename T, bool kVectorized, int kP>
 __global__ void __launch_bounds__(kMaxThreadsPerRow)
     rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                              T* __restrict__ dx, opmath_type<T>* __restrict__ partial, Rows rows, opmath_type<T> eps) {
   using A = opmath_type<T>;
   constexpr int kVec = Pack<T>::kVec;
-  constexpr int kP = kBackwardPacks<T>;
   __shared__ A scratch[2 * kMaxThreadsPerRow / 32];
-  __shared__ A block_dw[kSharedCols<T>];
+  __shared__ A block_dw[kSharedCols<T, kP>];
   rowwise::allow_dependent_launch();  // the grid is one wave: the column sum may take the SMs it leaves
   const rowwise::Slot s = rowwise::my_slot(rows.tpr);
   const A n = static_cast<A>(rows.n);
@@ -203,10 +209,10 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * s.slots;
   Pack<T> xp[kP], gp[kP];
   int64_t base = static_cast<int64_t>(blockIdx.x) * s.slots;
-  if constexpr (kPrefetch<T>) load_group(base, xp, gp);
+  if constexpr (kPrefetch<T, kP>) load_group(base, xp, gp);
   for (; base < rows.rows; base += stride) {
     Pack<T> xn[kP], gn[kP];  // the next row group's packs, in flight while this one is worked on
-    if constexpr (kPrefetch<T>) {
+    if constexpr (kPrefetch<T, kP>) {
       load_group(base + stride, xn, gn);
     } else {
       load_group(base, xp, gp);
@@ -224,7 +230,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
       }
       rowwise::store_row<kP, kVectorized>(dx + row * rows.n, rows.n, s.lane, rows.tpr, xp);
     }
-    if constexpr (kPrefetch<T>) {
+    if constexpr (kPrefetch<T, kP>) {
 #pragma unroll
       for (int k = 0; k < kP; ++k) {
         xp[k] = xn[k];
@@ -234,6 +240,34 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   }
   if (w == nullptr) return;
   rowwise::write_partial_row(dw, partial, block_dw, s, rows.tpr, rows.n);
+}
+
+// out[first + e] += terms[e] for the columns before n, as 16-byte loads and stores where the rows allow them (a
+// pack's kVec sums span whole 16-byte words then); scalar accesses, 16 or 32 bytes apart across a warp, took four
+// times the memory transactions.
+template <bool kVectorized, int kVec, typename A>
+__device__ __forceinline__ void add_to_partial(A* __restrict__ out, int64_t n, int64_t first, const A (&terms)[kVec]) {
+  constexpr int kPerWord = rowwise::kPackBytes / static_cast<int>(sizeof(A));
+  if constexpr (kVectorized && kVec % kPerWord == 0) {
+    if (first >= n) return;
+#pragma unroll
+    for (int i = 0; i < kVec / kPerWord; ++i) {
+      A* at = out + first + i * kPerWord;
+      const uint4 bits = *reinterpret_cast<const uint4*>(at);
+      A sums[kPerWord];
+      memcpy(sums, &bits, sizeof bits);
+#pragma unroll
+      for (int j = 0; j < kPerWord; ++j) sums[j] += terms[i * kPerWord + j];
+      uint4 out_bits;
+      memcpy(&out_bits, sums, sizeof out_bits);
+      *reinterpret_cast<uint4*>(at) = out_bits;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      if (first + e < n) out[first + e] += terms[e];
+    }
+  }
 }
 
 // The backward of rms_norm_long_kernel: one block per row, two passes in chunks; the block's dw row lives in
@@ -279,26 +313,60 @@ __global__ void __launch_bounds__(kLongRowThreads)
 #pragma unroll
       for (int k = 0; k < kP; ++k) {
         const int64_t first = c + rowwise::pack_index(threadIdx.x, k, tpr) * kVec;  // the pack's first column
-        backward_pack(xp[k], gp[k], wp[k], w != nullptr, r, c_dot, [&](int e, A term) {
-          if (w != nullptr && first + e < rows.n) out[first + e] += term;
-        });
+        A terms[kVec];
+        backward_pack(xp[k], gp[k], wp[k], w != nullptr, r, c_dot, [&](int e, A term) { terms[e] = term; });
+        if (w != nullptr) add_to_partial<kVectorized>(out, rows.n, first, terms);
       }
       rowwise::store_row<kP, kVectorized>(dx + row * rows.n + c, rows.n - c, threadIdx.x, tpr, xp);
     }
   }
 }
 
+// The backward's split of the rows, and which kernel it takes: kBackwardPacks packs a thread, else (16-bit rows)
+// kWideBackwardPacks, else the two-pass kernel (long_row).
+struct BackwardSplit {
+  Rows rows;
+  bool wide = false;
+};
+template <typename T>
+BackwardSplit backward_split(const Rows& rows_in) {
+  BackwardSplit split{rowwise::split_rows(rows_in, kBackwardPacks<T>, sizeof(T))};
+  if constexpr (kWideBackwardPacks<T> > 0) {
+    if (const Rows wide = rowwise::split_rows(rows_in, kWideBackwardPacks<T>, sizeof(T));
+        split.rows.long_row && !wide.long_row) {
+      split = {wide, true};
+    }
+  }
+  return split;
+}
+
+// Calls f(kernel, threads, slots) with the backward kernel of `split` as a compile-time constant (kernel.value, so
+// that resident_blocks caches per kernel), its block size and its rows per block.
+template <auto kKernel>
+using KernelConstant = std::integral_constant<decltype(kKernel), kKernel>;
+template <typename T, typename F>
+decltype(auto) with_backward_kernel(const BackwardSplit& split, F&& f) {
+  return rowwise::with_vectorized(split.rows.vectorized, [&](auto vec) {
+    if (split.rows.long_row)
+      return f(KernelConstant<&rms_norm_backward_long_kernel<T, vec.value>>{}, kLongRowThreads, 1);
+    const int threads = rowwise::block_threads(split.rows.tpr);
+    if constexpr (kWideBackwardPacks<T> > 0) {
+      if (split.wide) {
+        return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kWideBackwardPacks<T>>>{}, threads,
+                 threads / split.rows.tpr);
+      }
+    }
+    return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kBackwardPacks<T>>>{}, threads,
+             threads / split.rows.tpr);
+  });
+}
+
 // The grid of the backward (one partial row per block): every row group once, at most one wave of resident blocks.
 template <typename T>
-int64_t backward_grid(const Rows& rows, int device) {  // rows: split for the backward (kBackwardPacks)
-  return rowwise::with_vectorized(rows.vectorized, [&](auto vec) -> int64_t {
-    if (rows.long_row) {
-      return rowwise::row_grid(
-          rows.rows, 1, rowwise::resident_blocks<rms_norm_backward_long_kernel<T, vec.value>>(device, kLongRowThreads));
-    }
-    const int threads = rowwise::block_threads(rows.tpr);
-    return rowwise::row_grid(rows.rows, threads / rows.tpr,
-                             rowwise::resident_blocks<rms_norm_backward_kernel<T, vec.value>>(device, threads));
+int64_t backward_grid(const BackwardSplit& split, int device) {
+  return with_backward_kernel<T>(split, [&](auto kernel, int threads, int slots) -> int64_t {
+    return rowwise::row_grid(split.rows.rows, slots,
+                             rowwise::resident_blocks<decltype(kernel)::value>(device, threads));
   });
 }
 
@@ -332,27 +400,22 @@ cudaError_t forward(const T* x, const T* w, T* y, const Rows& rows_in, double ep
 
 template <typename T>
 int64_t partial_rows(const Rows& rows, int device) {
-  return backward_grid<T>(rowwise::split_rows(rows, kBackwardPacks<T>, sizeof(T)), device);
+  return backward_grid<T>(backward_split<T>(rows), device);
 }
 
 template <typename T>
 cudaError_t backward(const T* dy, const T* x, const T* w, T* dx, T* dw, opmath_type<T>* partial, const Rows& rows_in,
                      double eps, int device, cudaStream_t stream) {
   using A = opmath_type<T>;
-  const Rows rows = rowwise::split_rows(rows_in, kBackwardPacks<T>, sizeof(T));
-  const int64_t grid = backward_grid<T>(rows, device);
-  rowwise::with_vectorized(rows.vectorized, [&](auto vec) {
-    if (rows.long_row) {
-      rms_norm_backward_long_kernel<T, vec.value><<<static_cast<unsigned>(grid), kLongRowThreads, 0, stream>>>(
-          dy, x, w, dx, partial, rows, static_cast<A>(eps));
-    } else {
-      rms_norm_backward_kernel<T, vec.value>
-          <<<static_cast<unsigned>(grid), rowwise::block_threads(rows.tpr), 0, stream>>>(dy, x, w, dx, partial, rows,
-                                                                                         static_cast<A>(eps));
-    }
+  const BackwardSplit split = backward_split<T>(rows_in);
+  const int64_t grid = backward_grid<T>(split, device);
+  with_backward_kernel<T>(split, [&](auto kernel, int threads, int /*slots*/) {
+    constexpr auto kKernel = decltype(kernel)::value;
+    kKernel<<<static_cast<unsigned>(grid), threads, 0, stream>>>(dy, x, w, dx, partial, split.rows,
+                                                                 static_cast<A>(eps));
   });
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess || w == nullptr) return err;
-  return rowwise::sum_partial_rows(partial, grid, rows.n, dw, device, stream);
+  return rowwise::sum_partial_rows(partial, grid, split.rows.n, dw, device, stream);
 }
 
 // The dtypes the host side dispatches to.
