@@ -40,6 +40,7 @@
 
 #include "cuda/matmul/hopper.cuh"
 #include "cuda/matmul/mma_sm80.cuh"  // l2_evict_first_policy
+#include "cuda/utils.cuh"            // ceil_div
 #include "epilogue.h"
 
 namespace cuda_kernels::matmul_ladder {
@@ -266,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int m_pairs = (m_tiles + CM - 1) / CM;           // super-tile rows: CM row tiles each
   if constexpr (!Cfg::kBatches) batch = 1, batched = 0;  // the launcher passes one product (kBatches)
   const int64_t tiles = int64_t{m_pairs} * n_tiles * batch;
-  const int k_slabs = (K + kBK - 1) / kBK;
+  const int k_slabs = ceil_div(K, kBK);
   // A super-tile's matrix of the batch, and its row and column in that matrix's grouped order (32-bit divisions,
   // as grouped_tile's: prepare_call keeps tile counts below 2^31).
   const auto locate = [&](int64_t tile, int& tp, int& tn, int& bi) {
@@ -675,7 +676,7 @@ constexpr int kMaxKSplits = 8, kMinSplitSlabs = 8;
 // The most split-K blocks per tile (a power of two, at most kMaxKSplits, at least kMinSplitSlabs k-slabs a block)
 // that keeps each of `tiles` split tiles' blocks on an SM of their own.
 inline int most_k_splits(int64_t tiles, int K, int sms) {
-  const int k_slabs = (K + kBK - 1) / kBK;
+  const int k_slabs = ceil_div(K, kBK);
   int splits = 1;
   while (splits * 2 <= kMaxKSplits && k_slabs >= splits * 2 * kMinSplitSlabs && tiles * splits * 2 <= sms) splits *= 2;
   return splits;
@@ -712,7 +713,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
   // Split-K clusters: with CM == 1 only, at least one k-slab a block, a power of two (the cache below has a slot
   // per power).
   if (CM > 1 || k_splits < 1) k_splits = 1;
-  k_splits = std::min(k_splits, std::min(kMaxKSplits, (K + kBK - 1) / kBK));
+  k_splits = std::min(k_splits, std::min(kMaxKSplits, ceil_div(K, kBK)));
   while ((k_splits & (k_splits - 1)) != 0) k_splits &= k_splits - 1;  // drop the lowest set bit until one is left
   const int cluster_size = CM * k_splits;
   // Clusters the GPU holds at once (SMs group within GPCs only), read once per device and cluster size (CM, or
@@ -750,7 +751,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
   // one each.
   const int64_t resident = std::min<int64_t>(fit, sms / CM);
   if (group_m <= 0) group_m = std::max(1, kGroupRows / CM);
-  const StreamK sk = plan_stream_k(super_tiles, resident, (K + kBK - 1) / kBK, CM, k_splits > 1 ? 0 : stream_k, ws);
+  const StreamK sk = plan_stream_k(super_tiles, resident, ceil_div(K, kBK), CM, k_splits > 1 ? 0 : stream_k, ws);
   int64_t clusters =
       k_splits > 1 ? super_tiles : (sk.partials != nullptr ? resident : std::min<int64_t>(super_tiles, resident));
   if (BN == Wide::BN && k_splits == 1 && sk.partials == nullptr) {
@@ -825,7 +826,7 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
   const TilePlan narrow = plan_64(M, N, K, batch, sms);
   if (widest >= Mid::BN && M >= kBM) {
     const int splits = most_k_splits(tiles(Mid::BN), K, sms);
-    const int k_slabs = (K + kBK - 1) / kBK;
+    const int k_slabs = ceil_div(K, kBK);
     const bool fills = tiles(Mid::BN) * splits * 2 > sms;  // more than half the SMs busy
     if ((narrow.k_splits >= 4 && k_slabs >= kSplit128MinSlabs && fills) ||
         (narrow.k_splits == 1 && k_slabs >= kUnsplit64MinSlabs && splits >= 2))
@@ -854,7 +855,7 @@ inline bool wants_workspace(int M, int N, int K, int batch, int sms, int block_n
   const int cm = plan.cm();
   const int64_t super_tiles = tile_count(M, N, batch, cm * kBM, plan.bn);
   const Workspace any{reinterpret_cast<void*>(uintptr_t{16}), workspace_bytes(sms)};  // a stand-in: size only
-  return plan_stream_k(super_tiles, sms / cm, (K + kBK - 1) / kBK, cm, -1, any).partials != nullptr;
+  return plan_stream_k(super_tiles, sms / cm, ceil_div(K, kBK), cm, -1, any).partials != nullptr;
 }
 
 template <bool kBf16, bool kAMN, bool kBKMaj>
