@@ -24,7 +24,8 @@ TOL = {
 
 # Rows of 1 element to 2^18: around the 16-byte pack (4 float32, 8 half), lengths that are not whole packs, the
 # lengths the CUDA split changes threads per row at (the 16-bit backward takes twice its packs from 8193 on: 300 rows
-# make its blocks walk several), and past the register path (16384 half, 8192 float32) into the two-pass path.
+# make its blocks walk several), and past the register path (16384 half, 8192 float32) into the two-pass path; odd
+# lengths there take the element-wise loads and stores.
 SHAPES = [
     (1,),
     (1, 1),
@@ -38,8 +39,10 @@ SHAPES = [
     (2, 4096),
     (2, 8200),
     (300, 8200),
+    (3, 8201),
     (2, 16384),
     (2, 16392),
+    (2, 16393),
     (1, 2**18),
     (0, 8),
     (4, 0),
