@@ -57,7 +57,7 @@ template <typename T>
 constexpr int kWideBackwardPacks = sizeof(T) == 2 ? 2 * kBackwardPacks<T> : 0;
 
 // The backward sums dw over the rows of a block in shared memory when a block holds several rows
-// (rowwise::write_partial_row): a row of n <= tpr * kP * kVec columns for every warp, or every slot of tpr > 32
+// (rowwise::write_partial_row): a row of n <= tpr * kP * kVec columns for every warp, or every slot of tpr >= 32
 // threads, of a kMinBlockThreads block.
 template <typename T, int kP>
 constexpr int kSharedCols = kMinBlockThreads * kP * Pack<T>::kVec;
