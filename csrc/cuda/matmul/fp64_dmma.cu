@@ -248,7 +248,7 @@ void launch_config(const Args& args) {
 }
 
 struct NamedConfig {
-  const char* name;  // the name CUDA_KERNELS_MATMUL_15_CONFIG takes: bk<slab depth>_s<stages>
+  const char* name;  // the name the config_fp64 tuning knob takes: bk<slab depth>_s<stages>
   size_t smem;       // dynamic shared memory per block, bytes
   void (*launch)(const Args&);
 };

@@ -647,7 +647,7 @@ void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cuda
   if (err != cudaSuccess) (void)cudaGetLastError();  // cleared: the error is reported here
   CUDA_KERNELS_CHECK(err == cudaSuccess, "cuda_kernels.matmul: matvec: launching clusters of ", cluster,
                      " blocks failed: ", cudaGetErrorString(err),
-                     " (CUDA_KERNELS_MATMUL_14_CLUSTER_SPLITS sets their most; 1 turns clusters off)");
+                     " (the matvec_cluster_splits tuning knob sets their most; 1 turns clusters off)");
 }
 
 // Launches the "mma" kernel (launch_typed asks for it with 16-bit T only).
