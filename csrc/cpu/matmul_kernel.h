@@ -10,10 +10,9 @@
 //    A[q*kMR ...][k] side by side (zeros past M). Packed per task instead, A would be packed again for every block
 //    of columns: scalar work that does not shrink with the vector width and grows with the thread count (more,
 //    narrower tasks). Both packed operands live in buffers the calling thread keeps (packed_buffer).
-//  - C is cut into tasks of kMC rows x kNC columns, spread over torch's threads (Parallel, kernel_api.h). A task walks
-//  K in
-//    slabs of kKC: for each B panel's slab (kKC x kNR: stays in L1) it runs the micro-kernel over the slabs of
-//    its A panels (kMC x kKC together: they stay in L2).
+//  - C is cut into tasks of kMC rows x at most kNCPanels B panels, spread over torch's threads (Parallel,
+//    kernel_api.h). A task walks K in slabs of kKC: for each B panel's slab (kKC x kNR: stays in L1) it runs the
+//    micro-kernel over the slabs of its A panels (kMC x kKC together: they stay in L2).
 //  - The micro-kernel keeps a kMR x kNR tile of C in registers (kMR x 2 vectors) through the slab: per k one
 //    broadcast of each A value and two vector FMAs. Its sums are added to the task's C tile, kept in the
 //    accumulation type until the last slab, then rounded once into C.

@@ -61,9 +61,9 @@ void dispatch_dtype(Dtype d, F&& f) {
 }
 
 // Device memory and copies one call needs beyond its inputs and output (split-K partial sums, operands padded to a
-// pitch a kernel can read). ladder.cpp backs it with torch's caching allocator: memory is valid until the launcher
-// returns and may be reused by later work on the same stream only (stream-ordered), so a launcher may enqueue
-// kernels that use it and return.
+// pitch a kernel can read). dispatch.cpp's TensorWorkspace backs it with torch's caching allocator: memory is valid
+// until the launcher returns and may be reused by later work on the same stream only (stream-ordered), so a launcher
+// may enqueue kernels that use it and return.
 class Workspace {
  public:
   // `bytes` of device memory, 256-byte aligned.
