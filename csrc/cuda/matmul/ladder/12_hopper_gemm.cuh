@@ -263,8 +263,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       kb1 = first + n * (k_rank + 1) / k_splits;
     }
   };
-  const int m_tiles = (M + kBM - 1) / kBM, n_tiles = (N + BN - 1) / BN;
-  const int m_pairs = (m_tiles + CM - 1) / CM;           // super-tile rows: CM row tiles each
+  const int m_tiles = ceil_div(M, kBM), n_tiles = ceil_div(N, BN);
+  const int m_pairs = ceil_div(m_tiles, CM);             // super-tile rows: CM row tiles each
   if constexpr (!Cfg::kBatches) batch = 1, batched = 0;  // the launcher passes one product (kBatches)
   const int64_t tiles = int64_t{m_pairs} * n_tiles * batch;
   const int k_slabs = ceil_div(K, kBK);
@@ -665,7 +665,7 @@ inline StreamK plan_stream_k(int64_t super_tiles, int64_t clusters, int k_slabs,
 
 // Tiles of `rows` x bn over `batch` M x N outputs (rows: kBM for tiles, CM * kBM for super-tiles).
 inline int64_t tile_count(int M, int N, int batch, int rows, int bn) {
-  return int64_t{(M + rows - 1) / rows} * ((N + bn - 1) / bn) * batch;
+  return int64_t{ceil_div(M, rows)} * ceil_div(N, bn) * batch;
 }
 
 // Split-K clusters: at most this many blocks (the portable cluster size) per tile, and by shape only while every
@@ -758,8 +758,8 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
     // Data-parallel 128 x 256 tiles: as few clusters as give the same number of waves (4096^3: 64 instead of 66,
     // 4 waves either way). The SMs left idle draw no power, and under the board's power cap the others then run
     // a little faster.
-    const int64_t waves = (super_tiles + clusters - 1) / clusters;
-    if (waves > 1) clusters = (super_tiles + waves - 1) / waves;
+    const int64_t waves = ceil_div(super_tiles, clusters);
+    if (waves > 1) clusters = ceil_div(super_tiles, waves);
   }
   cfg.gridDim = dim3(static_cast<unsigned>(clusters * cluster_size));
   // A cluster of one block is launched as a plain grid (every block is then a cluster of one, so the kernel's
@@ -792,7 +792,7 @@ inline TilePlan plan_64(int M, int N, int K, int batch, int sms) {
 
 // Of the SM slots of `waves` full waves of `clusters`, the share that `super_tiles` tiles fill.
 inline double wave_fill(int64_t super_tiles, int64_t clusters) {
-  const int64_t waves = (super_tiles + clusters - 1) / clusters;
+  const int64_t waves = ceil_div(super_tiles, clusters);
   return static_cast<double>(super_tiles) / static_cast<double>(waves * clusters);
 }
 
