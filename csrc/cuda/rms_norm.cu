@@ -259,7 +259,8 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
 
 // out[first + e] += terms[e] for the columns before n, as 16-byte loads and stores where the rows allow them (a
 // pack's kVec sums span whole 16-byte words then); scalar accesses, 16 or 32 bytes apart across a warp, took four
-// times the memory transactions.
+// times the memory transactions. Not rowwise::load_pack: its loads of const, restrict rows may take the
+// non-coherent read-only path, and this thread rewrites these words every row.
 template <bool kVectorized, int kVec, typename A>
 __device__ __forceinline__ void add_to_partial(A* __restrict__ out, int64_t n, int64_t first, const A (&terms)[kVec]) {
   constexpr int kPerWord = rowwise::kPackBytes / static_cast<int>(sizeof(A));
