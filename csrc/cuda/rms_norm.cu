@@ -34,27 +34,29 @@ using rowwise::Pack;
 using rowwise::Rows;
 
 // Packs of 16 bytes per thread. Bandwidth takes bytes in flight: an SM needs about 64 KB of loads outstanding to
-// reach the copy's rate on the H100. The forward holds kPacks packs of x per thread (64 bytes) and reads w only
-// after the reduction, so that 1024 threads (2 blocks of 512, or 4 of 256) fit an SM at 64 registers each
-// (kForwardMinBlocks asks the compiler for that; vectorized only, the scalar fallback would spill): with w held too,
-// 16-bit rows took 118 registers, 512 threads per SM, and ~79% of the copy's rate. Rows too long for kPacks at
-// kMaxThreadsPerRow threads take twice the packs, then the two-pass kernel. The backward holds x, dy and w and sums
-// dw in registers for every element it holds (up to 128 registers, so 512 threads per SM): float32 takes 4 packs
-// (128 bytes of loads at the top of each row, none while it works on it); 16-bit types take 2 packs and load the
-// next row's while working on this one (kPrefetch), which took bf16 8192x4096 from 64% to 81% of the copy
-// (docs/rowwise.md has what else was tried).
+// reach the copy's rate on the H100. The forward holds kPacks packs of x per thread (64 bytes) so that 1024 threads
+// (2 blocks of 512, or 4 of 256) fit an SM at 64 registers each (kForwardMinBlocks asks the compiler for that;
+// vectorized only, the scalar fallback would spill). float rows load w's packs with x's (kHoldWeight), off the
+// critical path (float 4096x1024 4.6% faster); 16-bit rows spill at 64 registers with them, so they read w after
+// the reduction, a pack at a time (with w held and no bound, 118 registers, 512 threads per SM, ~79% of the copy's
+// rate). Rows too long for kPacks at kMaxThreadsPerRow threads take twice the packs, then the two-pass kernel. The
+// backward holds x, dy and w and sums dw in registers for every element it holds (up to 128 registers, so 512 threads
+// per SM). Rows of up to kMaxPrefetchThreads threads at kBackwardPacks packs load the next row group's x and dy while
+// working on this one (kPrefetch: 64 bytes in flight all the time), which took bf16 8192x4096 from 64% to 81% of the
+// copy and float32 4096x1024 3.7% faster than 4 packs. Longer rows take kWideBackwardPacks packs without the prefetch
+// (128 bytes of loads at the top of each row group; the registers of one row group are those of two): half the threads
+// per row, half the barriers of row_sums, 1.4% faster at bf16 and 0.8% at float32 8192x4096; then the two-pass kernel,
+// which reads x and dy twice (docs/rowwise.md has what else was tried).
 constexpr int kForwardPacks = rowwise::kPacks;
 template <int kP, bool kVectorized>
 constexpr int kForwardMinBlocks = kVectorized && kP <= rowwise::kPacks ? 2 : 1;
-template <typename T>
-constexpr int kBackwardPacks = sizeof(T) == 2 ? rowwise::kPacks / 2 : rowwise::kPacks;
 template <typename T, int kP>
-constexpr bool kPrefetch = sizeof(T) == 2 && kP == kBackwardPacks<T>;
-// 16-bit rows too long for kBackwardPacks at kMaxThreadsPerRow threads (8192 to 16384 elements: a large model's
-// hidden size) take twice the packs without the prefetch (the registers of one row group are those of two), rather
-// than the two-pass kernel, which reads x and dy twice. 32-bit rows would spill at twice theirs: 0, none.
-template <typename T>
-constexpr int kWideBackwardPacks = sizeof(T) == 2 ? 2 * kBackwardPacks<T> : 0;
+constexpr bool kHoldWeight = sizeof(T) == 4 && kP == kForwardPacks;
+constexpr int kBackwardPacks = rowwise::kPacks / 2;
+constexpr int kWideBackwardPacks = rowwise::kPacks;
+constexpr int kMaxPrefetchThreads = 128;
+template <int kP>
+constexpr bool kPrefetch = kP == kBackwardPacks;
 
 // The backward sums dw over the rows of a block in shared memory when a block holds several rows
 // (rowwise::write_partial_row): a row of n <= tpr * kP * kVec columns for every warp, or every slot of tpr >= 32
@@ -142,6 +144,10 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, kForwardMinBlocks<kP, kVect
   using A = opmath_type<T>;
   __shared__ A scratch[kMaxThreadsPerRow / 32];
   const rowwise::Slot s = rowwise::my_slot(rows.tpr);
+  Pack<T> w_held[kHoldWeight<T, kP> ? kP : 1];  // the thread's columns are the same in every row
+  if constexpr (kHoldWeight<T, kP>) {
+    if (w != nullptr) rowwise::load_row<kP, kVectorized>(w, rows.n, s.lane, rows.tpr, w_held);
+  }
   // Every thread runs the same number of iterations (row_sum synchronizes the block); slots past the last row
   // compute on zeros and store nothing.
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * s.slots; base < rows.rows;
@@ -158,7 +164,11 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow, kForwardMinBlocks<kP, kVect
 #pragma unroll
     for (int k = 0; k < kP; ++k) {
       Pack<T> wp;
-      if (w != nullptr) wp = rowwise::load_pack<kVectorized>(w, rows.n, rowwise::pack_index(s.lane, k, rows.tpr));
+      if constexpr (kHoldWeight<T, kP>) {
+        wp = w_held[k];
+      } else if (w != nullptr) {
+        wp = rowwise::load_pack<kVectorized>(w, rows.n, rowwise::pack_index(s.lane, k, rows.tpr));
+      }
       normalize_pack(xp[k], wp, w != nullptr, r);
     }
     rowwise::store_row<kP, kVectorized>(y + row * rows.n, rows.n, s.lane, rows.tpr, xp);
@@ -204,7 +214,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
                              T* __restrict__ dx, opmath_type<T>* __restrict__ partial, Rows rows, opmath_type<T> eps) {
   using A = opmath_type<T>;
   constexpr int kVec = Pack<T>::kVec;
-  constexpr bool kWide = kP != kBackwardPacks<T>;
+  constexpr bool kWide = kP == kWideBackwardPacks;
   __shared__ A scratch[2 * kMaxThreadsPerRow / 32];
   __shared__ A block_dw[kSharedCols<T, kP>];
   rowwise::allow_dependent_launch();  // the grid is one wave: the column sum may take the SMs it leaves
@@ -224,10 +234,10 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * s.slots;
   Pack<T> xp[kP], gp[kP];
   int64_t base = static_cast<int64_t>(blockIdx.x) * s.slots;
-  if constexpr (kPrefetch<T, kP>) load_group(base, xp, gp);
+  if constexpr (kPrefetch<kP>) load_group(base, xp, gp);
   for (; base < rows.rows; base += stride) {
     Pack<T> xn[kP], gn[kP];  // the next row group's packs, in flight while this one is worked on
-    if constexpr (kPrefetch<T, kP>) {
+    if constexpr (kPrefetch<kP>) {
       load_group(base + stride, xn, gn);
     } else {
       load_group(base, xp, gp);
@@ -245,7 +255,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerRow)
       }
       rowwise::store_row<kP, kVectorized>(dx + row * rows.n, rows.n, s.lane, rows.tpr, xp);
     }
-    if constexpr (kPrefetch<T, kP>) {
+    if constexpr (kPrefetch<kP>) {
 #pragma unroll
       for (int k = 0; k < kP; ++k) {
         xp[k] = xn[k];
@@ -338,22 +348,20 @@ __global__ void __launch_bounds__(kLongRowThreads)
   }
 }
 
-// The backward's split of the rows, and which kernel it takes: kBackwardPacks packs a thread, else (16-bit rows)
-// kWideBackwardPacks, else the two-pass kernel (long_row).
+// The backward's split of the rows, and which kernel it takes: kBackwardPacks packs a thread while a row takes at
+// most kMaxPrefetchThreads threads, else kWideBackwardPacks (`wide`), else the two-pass kernel (long_row).
 struct BackwardSplit {
   Rows rows;
   bool wide = false;
 };
 template <typename T>
 BackwardSplit backward_split(const Rows& rows_in) {
-  BackwardSplit split{rowwise::split_rows(rows_in, kBackwardPacks<T>, sizeof(T))};
-  if constexpr (kWideBackwardPacks<T> > 0) {
-    if (const Rows wide = rowwise::split_rows(rows_in, kWideBackwardPacks<T>, sizeof(T));
-        split.rows.long_row && !wide.long_row) {
-      split = {wide, true};
-    }
+  if (const Rows rows = rowwise::split_rows(rows_in, kBackwardPacks, sizeof(T));
+      !rows.long_row && rows.tpr <= kMaxPrefetchThreads) {
+    return {rows, false};
   }
-  return split;
+  const Rows wide = rowwise::split_rows(rows_in, kWideBackwardPacks, sizeof(T));
+  return {wide, !wide.long_row};
 }
 
 // Calls f(kernel, threads, slots) with the backward kernel of `split` as a compile-time constant (kernel.value, so
@@ -366,13 +374,11 @@ decltype(auto) with_backward_kernel(const BackwardSplit& split, F&& f) {
     if (split.rows.long_row)
       return f(KernelConstant<&rms_norm_backward_long_kernel<T, vec.value>>{}, kLongRowThreads, 1);
     const int threads = rowwise::block_threads(split.rows.tpr);
-    if constexpr (kWideBackwardPacks<T> > 0) {
-      if (split.wide) {
-        return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kWideBackwardPacks<T>>>{}, threads,
-                 threads / split.rows.tpr);
-      }
+    if (split.wide) {
+      return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kWideBackwardPacks>>{}, threads,
+               threads / split.rows.tpr);
     }
-    return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kBackwardPacks<T>>>{}, threads,
+    return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kBackwardPacks>>{}, threads,
              threads / split.rows.tpr);
   });
 }
