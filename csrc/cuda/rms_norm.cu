@@ -36,17 +36,16 @@ using rowwise::Rows;
 // Packs of 16 bytes per thread. Bandwidth takes bytes in flight: an SM needs about 64 KB of loads outstanding to
 // reach the copy's rate on the H100. The forward holds kPacks packs of x per thread (64 bytes) so that 1024 threads
 // (2 blocks of 512, or 4 of 256) fit an SM at 64 registers each (kForwardMinBlocks asks the compiler for that;
-// vectorized only, the scalar fallback would spill). float rows load w's packs with x's (kHoldWeight), off the
-// critical path (float 4096x1024 4.6% faster); 16-bit rows spill at 64 registers with them, so they read w after
-// the reduction, a pack at a time (with w held and no bound, 118 registers, 512 threads per SM, ~79% of the copy's
-// rate). Rows too long for kPacks at kMaxThreadsPerRow threads take twice the packs, then the two-pass kernel. The
-// backward holds x, dy and w and sums dw in registers for every element it holds (up to 128 registers, so 512 threads
-// per SM). Rows of up to kMaxPrefetchThreads threads at kBackwardPacks packs load the next row group's x and dy while
-// working on this one (kPrefetch: 64 bytes in flight all the time), which took bf16 8192x4096 from 64% to 81% of the
-// copy and float32 4096x1024 3.7% faster than 4 packs. Longer rows take kWideBackwardPacks packs without the prefetch
-// (128 bytes of loads at the top of each row group; the registers of one row group are those of two): half the threads
-// per row, half the barriers of row_sums, 1.4% faster at bf16 and 0.8% at float32 8192x4096; then the two-pass kernel,
-// which reads x and dy twice (docs/rowwise.md has what else was tried).
+// vectorized only, the scalar fallback would spill). float rows also load w's packs up front (kHoldWeight), which
+// takes w's latency off the path from the reduction to the store; 16-bit and double rows spill at 64 registers with
+// them, so they read w after the reduction, a pack at a time. Rows too long for kPacks at kMaxThreadsPerRow threads
+// take twice the packs, then the two-pass kernel.
+// The backward holds x, dy and w and sums dw in registers for every element it holds (up to 128 registers, so 512
+// threads per SM). Rows of at most kMaxPrefetchThreads threads at kBackwardPacks packs load the next row group's x
+// and dy while working on this one (kPrefetch: 64 bytes in flight all the time); types of 8 bytes do not (slower at
+// short rows). Other rows take kWideBackwardPacks packs without the prefetch (128 bytes of loads at the top of each
+// row group): half the threads per row, so half the barriers of row_sums; then the two-pass kernel, which reads x
+// and dy twice. docs/rowwise.md has the measurements and what else was tried.
 constexpr int kForwardPacks = rowwise::kPacks;
 template <int kP, bool kVectorized>
 constexpr int kForwardMinBlocks = kVectorized && kP <= rowwise::kPacks ? 2 : 1;
@@ -93,7 +92,7 @@ __device__ __forceinline__ void normalize_pack(Pack<T>& xp, const Pack<T>& wp, b
 
 // Element e of a pack in the arithmetic type. kByWords: bfloat16 from the pack's 32-bit words (a shift or a mask),
 // which the wide backward needs to fit its registers (the element-wise conversion spilled it, and ran at 0.76x);
-// the other kernels keep the element-wise one, 1% faster there at bf16 8192x4096.
+// the other kernels keep the element-wise one, which was 1% faster in the prefetching backward.
 template <bool kByWords, typename T>
 __device__ __forceinline__ opmath_type<T> element(const Pack<T>& p, int e) {
   if constexpr (kByWords && std::is_same_v<T, c10::BFloat16>) {
@@ -349,7 +348,8 @@ __global__ void __launch_bounds__(kLongRowThreads)
 }
 
 // The backward's split of the rows, and which kernel it takes: kBackwardPacks packs a thread while a row takes at
-// most kMaxPrefetchThreads threads, else kWideBackwardPacks (`wide`), else the two-pass kernel (long_row).
+// most kMaxPrefetchThreads threads (types of up to 4 bytes), else kWideBackwardPacks (`wide`), else the two-pass
+// kernel (long_row).
 struct BackwardSplit {
   Rows rows;
   bool wide = false;
@@ -357,7 +357,7 @@ struct BackwardSplit {
 template <typename T>
 BackwardSplit backward_split(const Rows& rows_in) {
   if (const Rows rows = rowwise::split_rows(rows_in, kBackwardPacks, sizeof(T));
-      !rows.long_row && rows.tpr <= kMaxPrefetchThreads) {
+      sizeof(T) <= 4 && !rows.long_row && rows.tpr <= kMaxPrefetchThreads) {
     return {rows, false};
   }
   const Rows wide = rowwise::split_rows(rows_in, kWideBackwardPacks, sizeof(T));
