@@ -54,6 +54,8 @@ constexpr bool kHoldWeight = sizeof(T) == 4 && kP == kForwardPacks;
 constexpr int kBackwardPacks = rowwise::kPacks / 2;
 constexpr int kWideBackwardPacks = rowwise::kPacks;
 constexpr int kMaxPrefetchThreads = 128;
+template <typename T>
+constexpr bool kPrefetchable = sizeof(T) <= 4;  // the types that take the prefetching kernel at all
 template <int kP>
 constexpr bool kPrefetch = kP == kBackwardPacks;
 
@@ -348,7 +350,7 @@ __global__ void __launch_bounds__(kLongRowThreads)
 }
 
 // The backward's split of the rows, and which kernel it takes: kBackwardPacks packs a thread while a row takes at
-// most kMaxPrefetchThreads threads (types of up to 4 bytes), else kWideBackwardPacks (`wide`), else the two-pass
+// most kMaxPrefetchThreads threads (kPrefetchable types), else kWideBackwardPacks (`wide`), else the two-pass
 // kernel (long_row).
 struct BackwardSplit {
   Rows rows;
@@ -357,7 +359,7 @@ struct BackwardSplit {
 template <typename T>
 BackwardSplit backward_split(const Rows& rows_in) {
   if (const Rows rows = rowwise::split_rows(rows_in, kBackwardPacks, sizeof(T));
-      sizeof(T) <= 4 && !rows.long_row && rows.tpr <= kMaxPrefetchThreads) {
+      kPrefetchable<T> && !rows.long_row && rows.tpr <= kMaxPrefetchThreads) {
     return {rows, false};
   }
   const Rows wide = rowwise::split_rows(rows_in, kWideBackwardPacks, sizeof(T));
@@ -374,11 +376,13 @@ decltype(auto) with_backward_kernel(const BackwardSplit& split, F&& f) {
     if (split.rows.long_row)
       return f(KernelConstant<&rms_norm_backward_long_kernel<T, vec.value>>{}, kLongRowThreads, 1);
     const int threads = rowwise::block_threads(split.rows.tpr);
-    if (split.wide) {
-      return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kWideBackwardPacks>>{}, threads,
-               threads / split.rows.tpr);
+    if constexpr (kPrefetchable<T>) {  // (not instantiated for the others, which never take it)
+      if (!split.wide) {
+        return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kBackwardPacks>>{}, threads,
+                 threads / split.rows.tpr);
+      }
     }
-    return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kBackwardPacks>>{}, threads,
+    return f(KernelConstant<&rms_norm_backward_kernel<T, vec.value, kWideBackwardPacks>>{}, threads,
              threads / split.rows.tpr);
   });
 }
