@@ -23,9 +23,10 @@ TOL = {
 }
 
 # Rows of 1 element to 2^18: around the 16-byte pack (4 float32, 8 half), lengths that are not whole packs, the
-# lengths the CUDA split changes threads per row at (the 16-bit backward takes twice its packs from 8193 on: 300 rows
-# make its blocks walk several), and past the register path (16384 half, 8192 float32) into the two-pass path; odd
-# lengths there take the element-wise loads and stores.
+# lengths the CUDA split changes threads per row at (the backward takes twice its packs past 128 threads a row: from
+# 2049 16-bit or 1025 float32 elements), enough rows that the blocks walk several row groups (20000 short rows: the
+# backward's prefetch of the next group; 300 of 8200), and past the register path (16384 half, 8192 float32) into
+# the two-pass path; odd lengths there take the element-wise loads and stores.
 SHAPES = [
     (1,),
     (1, 1),
@@ -35,6 +36,7 @@ SHAPES = [
     (4, 33),
     (2, 3, 64),
     (9, 256),
+    (20000, 64),
     (3, 1000),
     (2, 4096),
     (2, 8200),
