@@ -107,6 +107,14 @@ __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, 
   __trap();
 #endif
 }
+// 4 bytes global -> shared the same way (.ca: the only form that copies fewer than 16 bytes); src 4-byte aligned.
+__device__ __forceinline__ void cp_async4_zfill(uint32_t dst, const void* src, bool valid) {
+#if !CUDA_KERNELS_SM80_UNSUPPORTED
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+#else
+  __trap();
+#endif
+}
 // An L2 cache policy (sm_80+) that evicts the lines it is given first: for data read or written once in all (a
 // skinny product's big operand, a GEMM's output), so that it leaves L2 before the lines other work still needs or
 // left dirty there (which would otherwise be written back to DRAM while this kernel runs).

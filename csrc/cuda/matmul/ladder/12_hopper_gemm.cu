@@ -31,7 +31,8 @@ void launch_12_hopper_gemm(const Args& args) {
     ws.bytes = wgmma12::workspace_bytes(sms);
     ws.ptr = args.workspace->alloc(ws.bytes);
   }
-  const wgmma12::Epilogue epi{static_cast<const uint16_t*>(args.bias), args.activation};
+  const bool pairs = args.bias != nullptr && call.N % 2 == 0 && reinterpret_cast<uintptr_t>(args.bias) % 4 == 0;
+  const wgmma12::Epilogue epi{static_cast<const uint16_t*>(args.bias), args.activation, pairs};
   hopper::check_launch("12_hopper_gemm", wgmma12::launch(call.bf16, call.M, call.N, call.K, call.batch, call.a, call.b,
                                                          call.c, sms, call.stream, opt, ws, epi));
 }

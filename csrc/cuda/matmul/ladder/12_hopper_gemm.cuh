@@ -180,6 +180,7 @@ __device__ __forceinline__ void store_pair(uint16_t* C, int M, int N, int row, i
 struct Epilogue {
   const uint16_t* bias = nullptr;
   Activation act = Activation::kNone;
+  bool pairs = false;  // bias readable as 32-bit pairs (N even, bias 4-byte aligned): the kernel stages it
   __host__ __device__ bool active() const { return bias != nullptr || act != Activation::kNone; }
 };
 
@@ -202,14 +203,29 @@ __device__ __forceinline__ float2 bias_pair(const uint16_t* bias, int col, int N
   }
 }
 
+// Two 16-bit values packed in a 32-bit word (a staged bias pair) as floats.
+template <bool kBf16>
+__device__ __forceinline__ float2 pair_of_bits(uint32_t bits) {
+  if constexpr (kBf16) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+  } else {
+    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+  }
+}
+
 // Applies the epilogue to accumulator groups of the wgmma layout: acc[4j + h] is in column col0 + 8j + h % 2 (rows
 // do not matter: bias is per column). Compiled once per activation; the bias pair of a group is read once.
+// staged: this thread's first bias pair in the tile's copy in shared memory (the next pairs 4 words apart), or
+// nullptr to read bias from global memory.
 template <bool kBf16, int kN>
-__device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue& epi, int col0, int N) {
+__device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue& epi, int col0, int N,
+                                               const uint32_t* staged = nullptr) {
   with_activation(epi.act, [&](auto act) {
 #pragma unroll
     for (int j = 0; j < kN / 4; ++j) {
-      const float2 b = epi.bias != nullptr ? bias_pair<kBf16>(epi.bias, col0 + 8 * j, N) : make_float2(0.f, 0.f);
+      const float2 b = epi.bias == nullptr ? make_float2(0.f, 0.f)
+                       : staged != nullptr ? pair_of_bits<kBf16>(staged[4 * j])
+                                           : bias_pair<kBf16>(epi.bias, col0 + 8 * j, N);
 #pragma unroll
       for (int h = 0; h < 4; ++h) acc[4 * j + h] = activate<act.value>(acc[4 * j + h] + (h % 2 == 0 ? b.x : b.y));
     }
@@ -241,6 +257,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // every 1024 bytes and TMA and wgmma agree on it only from such a boundary).
   const uint32_t ring = (hopper::smem_u32(smem_raw) + kSwizzleAtom - 1) & ~(kSwizzleAtom - 1);
   const uint32_t a_ring = ring, b_ring = ring + S * Cfg::kABytes, out_ring = b_ring + S * Cfg::kBBytes;
+  // linear's bias for a tile's columns (BN / 2 pairs a consumer), staged under the main loop (Epilogue::pairs), in
+  // the slack after the output buffers: it is there whenever the ring needed no alignment (the dynamic region starts
+  // 1024-byte aligned), else bias is read from global memory.
+  static_assert(kConsumers * BN / 2 * sizeof(uint32_t) <= kSwizzleAtom, "the staged bias fits the slack");
+  const uint32_t bias_region = out_ring + kConsumers * Cfg::kOutBytes;
+  const bool bias_fits =
+      bias_region + kConsumers * BN / 2 * sizeof(uint32_t) <= hopper::smem_u32(smem_raw) + Cfg::kSmemBytes;
 
   if (threadIdx.x == 0) {
     hopper::prefetch_tensor_map(&tm_a);
@@ -443,10 +466,22 @@ __global__ void __launch_bounds__(kThreads, 1)
           int tp, tn, bi;
           locate(tile, tp, tn, bi);
           const int tm = tp * CM + static_cast<int>(rank);
-          // The tile's bias columns (BN * 2 bytes, a few 128-byte lines) into L1 now, so that the epilogue's reads
-          // of them after the main loop do not wait on L2.
-          if (epi.bias != nullptr && t * kBiasLineCols < BN && tn * BN + t * kBiasLineCols < N)
+          // The tile's bias columns into shared memory now (a pair per thread, zeros past N), so that the epilogue
+          // reads them there instead of waiting on L2 while the tensor cores idle; Role::kPartial tiles have no
+          // epilogue, and split-K clusters apply it group by group. Otherwise into L1.
+          const bool stage_bias =
+              epi.bias != nullptr && epi.pairs && bias_fits && k_splits == 1 && role != Role::kPartial;
+          uint32_t* const bias_stage =
+              reinterpret_cast<uint32_t*>(smem_raw + (bias_region - hopper::smem_u32(smem_raw))) + consumer * (BN / 2);
+          if (stage_bias) {
+            if (t < BN / 2) {
+              const int col = tn * BN + 2 * t;
+              sm80::cp_async4_zfill(hopper::smem_u32(bias_stage + t), col < N ? epi.bias + col : epi.bias, col < N);
+            }
+            sm80::cp_async_commit();
+          } else if (epi.bias != nullptr && t * kBiasLineCols < BN && tn * BN + t * kBiasLineCols < N) {
             hopper::prefetch_l1(epi.bias + tn * BN + t * kBiasLineCols);
+          }
           int prev = -1;
           for (int kb = kb0; kb < kb1; ++kb) {
             hopper::mbar_wait(hopper::smem_u32(&full_bar[s]), phase);
@@ -571,8 +606,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           // woven pass's registers (`last`) are dead in the TMA branch, and live beside the 128 accumulators they
           // made the 128 x 256 tile spill.
           const int epi_col0 = tn * BN + 2 * (lane % 4);
+          const uint32_t* staged = nullptr;
+          if (stage_bias) {
+            sm80::cp_async_wait<0>();
+            hopper::named_barrier_sync(1 + consumer, 128);  // every thread's pair has landed
+            staged = bias_stage + lane % 4;
+          }
           if (tma_store) {
-            if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N);
+            // (store_pass's barrier keeps the staged pairs until every thread has read them.)
+            if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N, staged);
 #pragma unroll
             for (int pass = 0; pass < Cfg::kPasses; ++pass) {
               if (Cfg::kWoven && pass == Cfg::kPasses - 1) {
@@ -588,7 +630,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
             return;
           }
-          if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N);
+          if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N, staged);
+          // The next tile's copies overwrite the staged pairs only after every thread has read them.
+          if (stage_bias) hopper::named_barrier_sync(1 + consumer, 128);
           const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
           const int col0 = tn * BN + 2 * (lane % 4);
           const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
