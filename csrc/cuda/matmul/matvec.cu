@@ -603,12 +603,43 @@ int mma_min_rows() {
   return knob_or(tuning().matvec_mma_min_rows, kMmaMinRows);
 }
 
-// Where clusters are used (launch_typed), at most this many K splits form one (8: the portable cluster size); more
-// wanted splits are cut to it. The matvec_cluster_splits tuning knob overrides it: 1 turns clusters off (the workspace
-// and the reduce kernel, as on GPUs before sm_90), up to 16 on an H100 (a non-portable size).
+// Where clusters are used (launch_typed), at most this many K splits form one (8: the portable cluster size; the
+// mma kernel's exception is below); more wanted splits are cut to it. The matvec_cluster_splits tuning knob overrides
+// it: 1 turns clusters off (the workspace and the reduce kernel, as on GPUs before sm_90), up to 16 on an H100 (a
+// non-portable size).
 constexpr int kMaxClusterSplits = 8, kPortableClusterSize = 8;
 int max_cluster_splits() {
   return knob_or(tuning().matvec_cluster_splits, kMaxClusterSplits);
+}
+
+// The "mma" kernel's splits where no knob sets the cluster size (launch_typed): with few column tiles (a weight of
+// at most 1,536 columns on an H100) clusters of kMaxClusterSplits leave a quarter of the SMs or more without a
+// block, so there they may hold kWideClusterSplits blocks (a non-portable size, where the GPU can schedule it); where
+// even those leave SMs idle on a read of at least kReduceMinQBytes, all the wanted splits go through the workspace
+// and the reduce kernel instead, its second launch costing less than the idle SMs (docs/matmul.md has the sweep).
+constexpr int kWideClusterSplits = 16;
+constexpr int64_t kReduceMinQBytes = int64_t{32} << 20;
+
+// The most blocks a cluster of the mma kernel may hold on `device`, up to kWideClusterSplits (every mma kernel has
+// the same block and shared memory), read once per device.
+template <typename T>
+int mma_cluster_limit(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};  // 0 = not read yet; racing first reads store the same value
+  const bool cacheable = device >= 0 && device < kMaxDevices;
+  if (cacheable && cache[device].load(std::memory_order_relaxed) != 0) return cache[device].load();
+  constexpr auto* kernel = &matmul_kernel_matvec_mma<T, true, false>;
+  opt_in_dynamic_smem<kernel>(kMmaSmemBytes, device);
+  CUDA_KERNELS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1, kWideClusterSplits, 1);
+  config.blockDim = dim3(kMmaThreads);
+  config.dynamicSmemBytes = kMmaSmemBytes;
+  int size = 0;
+  CUDA_KERNELS_CUDA_CHECK(cudaOccupancyMaxPotentialClusterSize(&size, kernel, &config));
+  const int limit = std::clamp(size, kPortableClusterSize, kWideClusterSplits);
+  if (cacheable) cache[device].store(limit, std::memory_order_relaxed);
+  return limit;
 }
 
 // Clusters need an sm_90+ GPU and this file's kernels built for it (every kernel of a file is built for the same
@@ -702,14 +733,26 @@ void launch_typed(SkinnyArgs<T, opmath_type<T>> args, bool cols, int device, cud
   const int align = cols && !mma ? 32 * kV : kKAlignRows;
   const int64_t resident =
       int64_t{sm_count(device)} * blocks_per_sm_target(mma || (cols && S == 1) ? kBlocksPerSmFew : kBlocksPerSmMany);
-  const int64_t want = ceil_div<int64_t>(resident, l_tiles * s_blocks * batch);
+  const int64_t tiles = l_tiles * s_blocks * batch;  // blocks per split
+  const int64_t want = ceil_div<int64_t>(resident, tiles);
   const int64_t splits_max = std::min<int64_t>(ceil_div<int64_t>(K, align), kMaxGridYZ);
   int64_t splits = std::clamp<int64_t>(want, 1, splits_max);
   // Clusters where they measured faster on the H100 (docs/matmul.md): not for float64, whose kernels ran as fast or
   // faster with the reduce kernel, nor for "rows" with 16 rows a thread (register-heavy blocks, two an SM).
   const bool cluster_pays = sizeof(T) <= 4 && (mma || cols || sr < 16);
-  const bool cluster = cluster_pays && splits > 1 && max_cluster_splits() > 1 && clusters_available(device);
-  if (cluster) splits = std::min<int64_t>(splits, max_cluster_splits());
+  bool cluster = cluster_pays && splits > 1 && max_cluster_splits() > 1 && clusters_available(device);
+  if (cluster) {
+    int64_t cap = max_cluster_splits();
+    if constexpr (sizeof(T) == 2) {
+      if (mma && tuning().matvec_cluster_splits <= 0) {  // the mma kernel's own choice (kWideClusterSplits says why)
+        const int64_t sms = sm_count(device);
+        if (4 * tiles * cap <= 3 * sms) cap = std::max<int64_t>(cap, mma_cluster_limit<T>(device));
+        const int64_t q_bytes = int64_t{K} * L * static_cast<int64_t>(sizeof(T)) * (args.q_batch != 0 ? batch : 1);
+        if (tiles * std::min(splits, cap) < sms && q_bytes >= kReduceMinQBytes) cluster = false;
+      }
+    }
+    if (cluster) splits = std::min(splits, cap);
+  }
   args.kc = static_cast<int>(ceil_div<int64_t>(ceil_div<int64_t>(K, splits), align) * align);
   splits = ceil_div<int64_t>(K, args.kc);
   args.cluster = cluster && splits > 1 ? static_cast<int>(splits) : 0;

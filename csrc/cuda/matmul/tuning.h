@@ -18,7 +18,7 @@ struct Tuning {
   std::string config_fp64;            // fp64_dmma: the pipeline configuration, by name (fp64_dmma.cu)
   int64_t matvec_blocks_per_sm = 0;   // matvec: blocks per SM that its K splits aim at (matvec.cu)
   int64_t matvec_mma_min_rows = 0;    // matvec: fewest rows of a 16-bit product that take its mma kernel
-  int64_t matvec_cluster_splits = 0;  // matvec: most K splits in one cluster (1: no clusters)
+  int64_t matvec_cluster_splits = 0;  // matvec: most K splits in one cluster (1: no clusters; set: no own choice)
   int64_t block_n12 = 0;              // step 12: the tile width, 64, 128 or 256 (12_hopper_gemm.cuh)
   std::string stream_k12;             // step 12: "on" wherever the tiles allow stream-K, "off" never
   int64_t k_splits12 = 0;             // step 12: blocks splitting each tile's K in a cluster, 1 (off), 2, 4 or 8
