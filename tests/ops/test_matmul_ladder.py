@@ -395,6 +395,37 @@ def test_skinny_cluster_switch(matmul_tuning):
         matmul_tuning(matvec_cluster_splits=0)
 
 
+@requires_cuda
+@requires_profiler
+@pytest.mark.gpu
+def test_skinny_mma_splits_by_width(matmul_tuning):
+    """With few column tiles (x @ W.t() against a weight of 512 rows: 4 tiles) matvec's mma kernel does not stop at
+    8 splits a cluster: it adds up to 16 splits in clusters while the weight is small, and past 32 MiB of it takes
+    every wanted split and the reduce kernel (kWideClusterSplits in matvec.cu); the matvec_cluster_splits knob, once
+    set, decides alone. Every result is checked against the reference. On older GPUs the reduce kernel always runs."""
+    cases = {  # name: (x, weight), whether the default adds the splits in the reduce kernel where clusters exist
+        "small": (
+            rand(1, 4096, dtype=torch.bfloat16, seed=_seed("wide", 1)),
+            rand(512, 4096, dtype=torch.bfloat16),
+            False,
+        ),
+        "32 MiB": (
+            rand(16, 32768, dtype=torch.float16, seed=_seed("wide", 2)),
+            rand(512, 32768, dtype=torch.float16, seed=_seed("wide", 3)),
+            True,
+        ),
+    }
+    for name, (x, w, reduce) in cases.items():
+        a, b = x.cuda(), w.cuda().t()
+        matmul_tuning(matvec_cluster_splits=None)
+        kernels = _skinny_kernels(a, b)
+        assert "matmul_kernel_matvec_mma" in kernels, (name, kernels)
+        assert ("matmul_kernel_matvec_reduce" in kernels) == (reduce or not _clusters_here()), (name, kernels)
+        if _clusters_here():
+            matmul_tuning(matvec_cluster_splits=8)
+            assert "matmul_kernel_matvec_reduce" not in _skinny_kernels(a, b), name
+
+
 # (S, K, L) for the CUDA-core "rows" kernel in float32 / float64: S on both sides of 4 and 8 rows (P by broadcast
 # loads, or staged in shared memory 64 k at a time: K tails of the chunk), K split or not, L with a tail past the
 # block's columns.

@@ -630,13 +630,17 @@ int mma_cluster_limit(int device) {
   if (cacheable && cache[device].load(std::memory_order_relaxed) != 0) return cache[device].load();
   constexpr auto* kernel = &matmul_kernel_matvec_mma<T, true, false>;
   opt_in_dynamic_smem<kernel>(kMmaSmemBytes, device);
-  CUDA_KERNELS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(1, kWideClusterSplits, 1);
   config.blockDim = dim3(kMmaThreads);
   config.dynamicSmemBytes = kMmaSmemBytes;
   int size = 0;
-  CUDA_KERNELS_CUDA_CHECK(cudaOccupancyMaxPotentialClusterSize(&size, kernel, &config));
+  // A GPU that refuses non-portable sizes keeps the portable one (the error is cleared: nothing failed).
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+      cudaOccupancyMaxPotentialClusterSize(&size, kernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();
+    size = kPortableClusterSize;
+  }
   const int limit = std::clamp(size, kPortableClusterSize, kWideClusterSplits);
   if (cacheable) cache[device].store(limit, std::memory_order_relaxed);
   return limit;
