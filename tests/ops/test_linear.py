@@ -414,6 +414,32 @@ def test_linear_bias_at_an_odd_offset(device, dtype, n):
         assert_linear_close(cuda_kernels.linear(x, w, b, activation), x, w, b, activation)
 
 
+# Step 12's schedules, as its tuning knobs force them (the defaults pick one per shape).
+SCHEDULES12 = {
+    "stream-k": {"stream_k12": "on"},
+    "static": {"stream_k12": "off"},
+    "split-k": {"stream_k12": "off", "k_splits12": 2},
+}
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("block_n", [64, 128, 256])
+@pytest.mark.parametrize("schedule", SCHEDULES12.keys())
+def test_linear_epilogue_in_every_tile(matmul_tuning, dtype, block_n, schedule):
+    """The fused epilogue in each of step 12's tile widths and schedules (on GPUs without it, whatever kernel runs):
+    bias staged in shared memory (N even, aligned) or read from global memory (N odd), in stream-K's owner and
+    partial tiles and in split-K clusters (which read it from global memory), over several waves with edge tiles."""
+    if schedule == "split-k" and block_n == 256:
+        pytest.skip("split-K clusters split the 64- and 128-wide tiles only")
+    matmul_tuning(block_n12=block_n, **SCHEDULES12[schedule])
+    for m, n, k in [(1000, 1536, 512), (300, 1001, 256)]:
+        x, w, b = make_inputs((m,), k, n, dtype, "cuda", True, seed=m + n)
+        for activation in (None, "gelu"):
+            assert_linear_close(cuda_kernels.linear(x, w, b, activation), x, w, b, activation)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("activation", SMOOTH)

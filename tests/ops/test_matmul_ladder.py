@@ -400,18 +400,19 @@ def test_skinny_cluster_switch(matmul_tuning):
 @pytest.mark.gpu
 def test_skinny_mma_splits_by_width(matmul_tuning):
     """With few column tiles (x @ W.t() against a weight of 512 rows: 4 tiles) matvec's mma kernel does not stop at
-    8 splits a cluster: it adds up to 16 splits in clusters while the weight is small, and past 32 MiB of it takes
-    every wanted split and the reduce kernel (kWideClusterSplits in matvec.cu); the matvec_cluster_splits knob, once
-    set, decides alone. Every result is checked against the reference. On older GPUs the reduce kernel always runs."""
+    8 splits a cluster: while the weight is small its splits add up in clusters (of up to 16: the profiler does not
+    show the size), and from 32 MiB of it (64 here, off the edge) it takes every wanted split and the reduce kernel
+    (kWideClusterSplits in matvec.cu); the matvec_cluster_splits knob, once set, decides alone. Every result is
+    checked against the reference. On older GPUs the reduce kernel always runs."""
     cases = {  # name: (x, weight), whether the default adds the splits in the reduce kernel where clusters exist
         "small": (
             rand(1, 4096, dtype=torch.bfloat16, seed=_seed("wide", 1)),
             rand(512, 4096, dtype=torch.bfloat16),
             False,
         ),
-        "32 MiB": (
-            rand(16, 32768, dtype=torch.float16, seed=_seed("wide", 2)),
-            rand(512, 32768, dtype=torch.float16, seed=_seed("wide", 3)),
+        "64 MiB": (
+            rand(16, 65536, dtype=torch.float16, seed=_seed("wide", 2)),
+            rand(512, 65536, dtype=torch.float16, seed=_seed("wide", 3)),
             True,
         ),
     }

@@ -32,6 +32,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <type_traits>
 #include <utility>
 
@@ -614,9 +616,10 @@ int max_cluster_splits() {
 
 // The "mma" kernel's splits where no knob sets the cluster size (launch_typed): with few column tiles (a weight of
 // at most 1,536 columns on an H100) clusters of kMaxClusterSplits leave a quarter of the SMs or more without a
-// block, so there they may hold kWideClusterSplits blocks (a non-portable size, where the GPU can schedule it); where
-// even those leave SMs idle on a read of at least kReduceMinQBytes, all the wanted splits go through the workspace
-// and the reduce kernel instead, its second launch costing less than the idle SMs (docs/matmul.md has the sweep).
+// block, so there they may hold kWideClusterSplits blocks (a non-portable size, where the GPU can schedule it); and
+// where the clusters (of 8, or of 16 where allowed) still leave SMs idle on a read of at least kReduceMinQBytes, all
+// the wanted splits go through the workspace and the reduce kernel instead, its second launch costing less than the
+// idle SMs (docs/matmul.md has the sweep).
 constexpr int kWideClusterSplits = 16;
 constexpr int64_t kReduceMinQBytes = int64_t{32} << 20;
 
@@ -653,6 +656,19 @@ bool clusters_available(int device) {
          kernel_ptx_version<&matmul_kernel_matvec_reduce<float, float>>(device) >= 90;
 }
 
+// Lets `kernel` launch clusters of more than 8 blocks on the current device, once per kernel and device (the call
+// costs host time, and the mma kernel takes such clusters by default for narrow weights).
+void allow_nonportable_clusters(const void* kernel) {
+  int device = 0;
+  CUDA_KERNELS_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> allowed;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (allowed.count({kernel, device}) != 0) return;
+  CUDA_KERNELS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  allowed.insert({kernel, device});
+}
+
 // Launches kernel<<<grid, threads, smem, stream>>>(args...), as a grid of clusters of `cluster` blocks along y when
 // cluster > 1.
 template <typename... Params, typename... Actual>
@@ -663,9 +679,7 @@ void launch(void (*kernel)(Params...), dim3 grid, int threads, size_t smem, cuda
     CUDA_KERNELS_LAUNCH_CHECK();
     return;
   }
-  if (cluster > kPortableClusterSize) {
-    CUDA_KERNELS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  }
+  if (cluster > kPortableClusterSize) allow_nonportable_clusters(reinterpret_cast<const void*>(kernel));
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
   attr.val.clusterDim.x = 1;
