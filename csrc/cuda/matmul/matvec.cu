@@ -630,7 +630,8 @@ int mma_cluster_limit(int device) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cache[kMaxDevices] = {};  // 0 = not read yet; racing first reads store the same value
   const bool cacheable = device >= 0 && device < kMaxDevices;
-  if (cacheable && cache[device].load(std::memory_order_relaxed) != 0) return cache[device].load();
+  const int cached = cacheable ? cache[device].load(std::memory_order_relaxed) : 0;
+  if (cached != 0) return cached;
   constexpr auto* kernel = &matmul_kernel_matvec_mma<T, true, false>;
   opt_in_dynamic_smem<kernel>(kMmaSmemBytes, device);
   cudaLaunchConfig_t config{};
