@@ -17,7 +17,7 @@ from conftest import EXT_HAS_CUDA, rand, requires_cuda, requires_profiler
 
 import cuda_kernels
 from cuda_kernels.ops import matmul_default_kernel, matmul_kernels, matmul_unmet_need
-from cuda_kernels.tools.testing import check_matmul
+from cuda_kernels.tools.testing import check_matmul, check_within, matmul_error_bound
 
 OP = "cuda_kernels.matmul"
 TUNING = "cuda_kernels.matmul_tuning"
@@ -994,3 +994,44 @@ STEP12_WOVEN_SHAPES = [(2048, 4096, 128), (1030, 4100, 200), (2048, 4096, 64)]
 @pytest.mark.parametrize("mnk", STEP12_WOVEN_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_step12_woven_epilogue(dtype, views, mnk):
     _step12_case(dtype, views, mnk)
+
+
+# Step 12 reads a K-major A of fewer than 128 rows in a TMA box of its rows (rounded up to 8), not one of 128 rows
+# zero-filled past M: the slot's other rows keep what an earlier product left there, and wgmma computes garbage in
+# those rows of C, which must never be stored. A product of NaN rows leaves NaN in the slots first. Shapes: 1 row
+# (a box of 8), 9 (16), 33 (40) and 65 rows (72: the second consumer's rows start inside the box), 127; a batch,
+# whose matrices of C lie back to back (a stored garbage row would land in the next matrix); split-K clusters,
+# stream-K, and linear's epilogue.
+FEW_ROWS_SHAPES = [(1, 1024, 4096), (9, 520, 264), (33, 200, 2000), (65, 300, 4100), (127, 4100, 700)]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_step12_few_rows_ignore_stale_slots(matmul_tuning, dtype):
+    if not runs(12, dtype):
+        pytest.skip("step 12 does not run here (needs sm_90a and an H100-class GPU)")
+    for knobs in ({}, {"k_splits12": 2, "block_n12": 64}, {"stream_k12": "on"}):
+        matmul_tuning(**{"k_splits12": None, "block_n12": None, "stream_k12": None, **knobs})
+        for m, n, k in FEW_ROWS_SHAPES:
+            b = rand(k, n, dtype=dtype, device="cuda", seed=_seed("few", m, n, k, "b"))
+            stale = torch.full((256, k), float("nan"), dtype=dtype, device="cuda")
+            assert mm(stale, b, 12)[:8].isnan().all()  # every slot's A rows now hold NaN
+            a = rand(m, k, dtype=dtype, device="cuda", seed=_seed("few", m, n, k, "a"))
+            assert_step_close(mm(a, b, 12), a, b, 12)
+            batch_a = rand(3, m, k, dtype=dtype, device="cuda", seed=_seed("few", m, n, k, "batch"))
+            mm(stale, b, 12)
+            out = mm(batch_a, b, 12)
+            for i in range(3):
+                assert_step_close(out[i], batch_a[i], b, 12)
+    matmul_tuning(k_splits12=None, block_n12=None, stream_k12=None)
+    x = rand(33, 2000, dtype=dtype, device="cuda", seed=_seed("few", "x"))
+    w = rand(200, 2000, dtype=dtype, device="cuda", seed=_seed("few", "w"))
+    bias = rand(200, dtype=dtype, device="cuda", seed=_seed("few", "bias"))
+    mm(torch.full((256, 2000), float("nan"), dtype=dtype, device="cuda"), w.t(), 12)
+    out = cuda_kernels.linear(x, w, bias, "relu")
+    ref = x.double() @ w.double().t() + bias.double()
+    # The product's bound, plus C's rounding of the biased sum; relu moves no value further from its reference.
+    bound = matmul_error_bound(x, w.t(), ref) + torch.finfo(dtype).eps * ref.abs()
+    ok, message = check_within(out.double(), ref.relu(), bound)
+    assert ok, message

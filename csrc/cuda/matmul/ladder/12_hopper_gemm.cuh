@@ -58,6 +58,7 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 static_assert(hopper::setmaxnreg_fits(kThreads, kProducerRegs, kConsumerRegs),
               "the warpgroups' register budgets fit the block's launch allocation");
 constexpr uint32_t kSwizzleAtom = 1024;             // bytes of 8 swizzled 128-byte rows: the pattern's period
+constexpr int kSwizzleRows = 8;                     // rows of that period
 constexpr size_t kMaxSmem = 227 * 1024;             // dynamic shared memory one block may opt into on the H100
 constexpr uint32_t kSplitBarrier = 1 + kConsumers;  // named barrier of both consumers (1 + c: consumer c alone)
 [[maybe_unused]] constexpr int kGroupRows =
@@ -234,20 +235,20 @@ __device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue&
 
 // C (M x N, row-major, 16-bit bits) = A @ B. kAMN: A is MN-major (stored as (K, M), m contiguous), else K-major
 // ((M, K), k contiguous). kBKMaj: B is K-major ((N, K), k contiguous), else MN-major ((K, N), n contiguous).
-// Tensor maps (3-D: the third coordinate is the matrix of a batch): A K-major {K, M} boxes {64, 128}; A MN-major
-// {M, K} boxes {64, 64}; B MN-major {N, K} boxes {64, 64 / CM}; B K-major {K, N} boxes {64, BN / CM}; C {N, M}
-// boxes {64, 64}; 3-D maps with the matrix of a batch third (Cfg::kMapRank; 2-D where the configuration takes no
-// batch). A batch of `batch` products (configurations with kBatches only): tile indices run over every
-// matrix's tiles, matrix by matrix; C's matrices are M * N elements apart; bit 0 (A) and bit 1 (B) of `batched` say
-// which operand has a matrix per product (the other's map holds one matrix, read for all).
-// k_splits > 1 (only with CM == 1, stream-K off, and one tile per cluster): clusters of k_splits blocks split each
-// tile's k-slabs and add up through distributed shared memory.
+// Tensor maps (3-D: the third coordinate is the matrix of a batch): A K-major {K, M} boxes {64, a_rows} (128, or M
+// rounded up to 8 when M < 128: the launcher); A MN-major {M, K} boxes {64, 64}; B MN-major {N, K} boxes
+// {64, 64 / CM}; B K-major {K, N} boxes {64, BN / CM}; C {N, M} boxes {64, 64}; 3-D maps with the matrix of a batch
+// third (Cfg::kMapRank; 2-D where the configuration takes no batch). A batch of `batch` products (configurations with
+// kBatches only): tile indices run over every matrix's tiles, matrix by matrix; C's matrices are M * N elements apart;
+// bit 0 (A) and bit 1 (B) of `batched` say which operand has a matrix per product (the other's map holds one matrix,
+// read for all). k_splits > 1 (only with CM == 1, stream-K off, and one tile per cluster): clusters of k_splits blocks
+// split each tile's k-slabs and add up through distributed shared memory.
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 __global__ void __launch_bounds__(kThreads, 1)
     matmul_kernel_12_hopper_gemm(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                  const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
                                  int M, int N, int K, int batch, int batched, int group_m, StreamK sk, int k_splits,
-                                 Epilogue epi) {
+                                 Epilogue epi, int a_rows) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BN = Cfg::BN, CM = Cfg::CM, S = Cfg::S;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -310,6 +311,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Producer: one thread fills slots in ring order, the same tile sequence as the consumers.
     hopper::setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
+      // The bytes a slot receives: A's box may have fewer rows than the slot (a_rows).
+      const uint32_t stage_bytes = Cfg::kStageBytes - static_cast<uint32_t>(kBM - a_rows) * kBK * 2;
       int s = 0;
       uint32_t phase = 0;
       for_each_work(cluster_id, clusters, tiles, sk.dp_tiles, k_slabs, [&](int64_t tile, int kb0, int kb1, Role, int) {
@@ -322,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int k0 = kb * kBK;
           hopper::mbar_wait(hopper::smem_u32(&empty_bar[s]), phase ^ 1);
           const uint32_t full = hopper::smem_u32(&full_bar[s]);
-          hopper::mbar_arrive_expect_tx(full, Cfg::kStageBytes);
+          hopper::mbar_arrive_expect_tx(full, stage_bytes);
           const uint32_t a_dst = a_ring + s * Cfg::kABytes, b_dst = b_ring + s * Cfg::kBBytes;
           // B first: it is multicast, so the peer block's consumers wait for this block's share of it too.
           // This block's share of the B slab goes into every block of the cluster (just this one when CM == 1).
@@ -739,11 +742,16 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
   // 3-D maps: an operand with a matrix per product has `batch` of them, one shared by all products has one.
   const int a_batch = a.batch_stride != 0 ? batch : 1, b_batch = b.batch_stride != 0 ? batch : 1;
   const int batched = (a_batch > 1 ? 1 : 0) | (b_batch > 1 ? 2 : 0);
+  // A K-major A of fewer than kBM rows is read in a box of its rows (rounded up to a swizzle period) rather than
+  // one of kBM rows that TMA fills past M with zeros, which costs about as much as reading them (docs/matmul.md).
+  // The slot's rows past the box keep whatever they held: wgmma computes garbage in rows of C past M, which no
+  // store path writes (a row of A @ B depends on that row of A alone).
+  const int a_rows = !kAMN && M < kBM ? ceil_div(M, kSwizzleRows) * kSwizzleRows : kBM;
   CUtensorMap map_a, map_b;
   const bool ok_a = kAMN ? hopper::encode_tensor_map_3d(&map_a, kBf16, a.ptr, M, K, a_batch, a.ld, a.batch_stride,
                                                         kSwizzleCols, kBK, Cfg::kMapRank)
                          : hopper::encode_tensor_map_3d(&map_a, kBf16, a.ptr, K, M, a_batch, a.ld, a.batch_stride,
-                                                        kSwizzleCols, kBM, Cfg::kMapRank);
+                                                        kSwizzleCols, a_rows, Cfg::kMapRank);
   const bool ok_b = kBKMaj ? hopper::encode_tensor_map_3d(&map_b, kBf16, b.ptr, K, N, b_batch, b.ld, b.batch_stride,
                                                           kSwizzleCols, BN / CM, Cfg::kMapRank)
                            : hopper::encode_tensor_map_3d(&map_b, kBf16, b.ptr, N, K, b_batch, b.ld, b.batch_stride,
@@ -811,7 +819,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
   // of a small problem's gap to cuBLAS (docs/matmul.md).
   cfg.numAttrs = cluster_size > 1 ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, batch,
-                            batched, group_m, sk, k_splits, epi);
+                            batched, group_m, sk, k_splits, epi, a_rows);
 }
 
 // How a call is tiled: the tile width, the blocks that split each tile's K in a cluster, and whether 128 x 128
