@@ -946,7 +946,8 @@ def test_step6_forced_splits(matmul_tuning, splits):
 # last slab), (64, 64, 1030) 1 tile of 17 slabs (2 splits of 8 and 9). The other plans: (250, 1000, 4100) 16 tiles
 # of 128 x 128 without multicast, 8 splits of 65 slabs each with row and column tails; (100, 8500, 300) one row of
 # 128 x 128 tiles without 2-CTA clusters; (20000, 64, 256) 128 x 64 tiles where N = 64 had taken 128 x 256;
-# (2048, 3072, 512) 128 x 128 tiles where 128 x 256 would leave most of a second wave empty.
+# (2048, 3072, 512) 128 x 128 tiles where 128 x 256 would leave most of a second wave empty; (100, 17000, 200) 128 x
+# 128 tiles without multicast where 128 x 256's 2-CTA clusters (67 tiles) had an empty second block (one row tile).
 STEP12_PLAN_SHAPES = [
     (200, 300, 2000),
     (130, 68, 4100),
@@ -955,6 +956,7 @@ STEP12_PLAN_SHAPES = [
     (100, 8500, 300),
     (20000, 64, 256),
     (2048, 3072, 512),
+    (100, 17000, 200),
 ]
 
 
@@ -998,11 +1000,20 @@ def test_step12_woven_epilogue(dtype, views, mnk):
 
 # Step 12 reads a K-major A of fewer than 128 rows in a TMA box of its rows (rounded up to 8), not one of 128 rows
 # zero-filled past M: the slot's other rows keep what an earlier product left there, and wgmma computes garbage in
-# those rows of C, which must never be stored. A product of NaN rows leaves NaN in the slots first. Shapes: 1 row
-# (a box of 8), 9 (16), 33 (40) and 65 rows (72: the second consumer's rows start inside the box), 127; a batch,
-# whose matrices of C lie back to back (a stored garbage row would land in the next matrix); split-K clusters,
-# stream-K, and linear's epilogue.
-FEW_ROWS_SHAPES = [(1, 1024, 4096), (9, 520, 264), (33, 200, 2000), (65, 300, 4100), (127, 4100, 700)]
+# those rows of C, which must never be stored nor reach a row below M. Products of NaN rows run first, so that slots
+# likely hold NaN (best effort: the product under test may run another configuration on other SMs). Shapes: 1 row (a
+# box of 8), 9 (16), 33 (40) and 65 rows (72: the second consumer's rows start inside the box), 127; each also as a
+# batch of 3 with a matrix of b per product (3-D tensor maps; C's matrices lie back to back, so a stored garbage row
+# would land in the next matrix). Plans: the launcher's (split-K clusters at the long K), 128 x 64 tiles split in
+# 2, stream-K forced on unsplit tiles, and 128 x 256 tiles (2-CTA clusters whose second block's box lies wholly past
+# M; one product only).
+FEW_ROWS_SHAPES = [(1, 1024, 4096), (9, 520, 264), (33, 2048, 4096), (65, 300, 4100), (127, 4100, 700)]
+FEW_ROWS_PLANS = [
+    {},
+    {"k_splits12": 2, "block_n12": 64},
+    {"stream_k12": "on", "k_splits12": 1},
+    {"block_n12": 256},
+]
 
 
 @requires_cuda
@@ -1011,19 +1022,22 @@ FEW_ROWS_SHAPES = [(1, 1024, 4096), (9, 520, 264), (33, 200, 2000), (65, 300, 41
 def test_step12_few_rows_ignore_stale_slots(matmul_tuning, dtype):
     if not runs(12, dtype):
         pytest.skip("step 12 does not run here (needs sm_90a and an H100-class GPU)")
-    for knobs in ({}, {"k_splits12": 2, "block_n12": 64}, {"stream_k12": "on"}):
+    for knobs in FEW_ROWS_PLANS:
         matmul_tuning(**{"k_splits12": None, "block_n12": None, "stream_k12": None, **knobs})
         for m, n, k in FEW_ROWS_SHAPES:
             b = rand(k, n, dtype=dtype, device="cuda", seed=_seed("few", m, n, k, "b"))
             stale = torch.full((256, k), float("nan"), dtype=dtype, device="cuda")
-            assert mm(stale, b, 12)[:8].isnan().all()  # every slot's A rows now hold NaN
+            assert mm(stale, b, 12).isnan().all()
             a = rand(m, k, dtype=dtype, device="cuda", seed=_seed("few", m, n, k, "a"))
             assert_step_close(mm(a, b, 12), a, b, 12)
-            batch_a = rand(3, m, k, dtype=dtype, device="cuda", seed=_seed("few", m, n, k, "batch"))
-            mm(stale, b, 12)
-            out = mm(batch_a, b, 12)
+            if knobs.get("block_n12") == 256:
+                continue  # the 128 x 256 tile takes one product
+            batch_a = rand(3, m, k, dtype=dtype, device="cuda", seed=_seed("few", m, n, k, "batch a"))
+            batch_b = rand(3, k, n, dtype=dtype, device="cuda", seed=_seed("few", m, n, k, "batch b"))
+            mm(stale.expand(3, -1, -1), batch_b, 12)
+            out = mm(batch_a, batch_b, 12)
             for i in range(3):
-                assert_step_close(out[i], batch_a[i], b, 12)
+                assert_step_close(out[i], batch_a[i], batch_b[i], 12)
     matmul_tuning(k_splits12=None, block_n12=None, stream_k12=None)
     x = rand(33, 2000, dtype=dtype, device="cuda", seed=_seed("few", "x"))
     w = rand(200, 2000, dtype=dtype, device="cuda", seed=_seed("few", "w"))

@@ -857,10 +857,11 @@ constexpr double kMinFillGain = 0.15;
 constexpr int kSplit128MinSlabs = 64, kUnsplit64MinSlabs = 128;
 
 // The plan for `batch` M x N x K products on `sms` SMs (docs/matmul.md has the shapes measured):
-// - Width: 128 x 256 when its tiles number at least half the SMs (batches: not that configuration); else 128 x 128
-//   when its tiles do; else 128 x 64 (fewer busy SMs with 128 x 128 tiles beat twice as many 128 x 64 blocks,
-//   which multiply half as much per byte they load), never wider than N needs, and 128 x 128 where 128 x 256 would
-//   leave much more of its last wave empty (kMinFillGain).
+// - Width: 128 x 256 when its tiles number at least half the SMs and M has more than one row tile (its 2-CTA
+//   cluster stacks two: with one, the second block has no rows and half the SMs idle; batches: not that
+//   configuration); else 128 x 128 when its tiles do; else 128 x 64 (fewer busy SMs with 128 x 128 tiles beat
+//   twice as many 128 x 64 blocks, which multiply half as much per byte they load), never wider than N needs, and
+//   128 x 128 where 128 x 256 would leave much more of its last wave empty (kMinFillGain).
 // - Split-K: the 128 x 64 tile splits when few tiles leave SMs idle (most_k_splits). With at least a full row tile
 //   and a long K, 128 x 128 tiles split instead, as they read A half as often (kSplit128MinSlabs,
 //   kUnsplit64MinSlabs); where 128 x 64 splits 2 ways, or K is shorter, 128 x 64 measured faster.
@@ -868,7 +869,7 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
   const auto tiles = [&](int bn) { return tile_count(M, N, batch, kBM, bn); };
   const auto super_tiles = [&](int bn) { return tile_count(M, N, batch, 2 * kBM, bn); };  // of 2-CTA clusters
   const int widest = N <= Narrow::BN ? Narrow::BN : N <= Mid::BN ? Mid::BN : Wide::BN;
-  if (widest == Wide::BN && tiles(Wide::BN) * 2 >= sms) {
+  if (widest == Wide::BN && tiles(Wide::BN) * 2 >= sms && M > kBM) {
     const bool fills_worse =
         wave_fill(super_tiles(Mid::BN), sms / 2) >= wave_fill(super_tiles(Wide::BN), sms / 2) + kMinFillGain;
     if ((batch == 1 || Wide::kBatches) && !fills_worse) return TilePlan{};
