@@ -187,6 +187,16 @@ struct Epilogue {
 
 constexpr int kBiasLineCols = 64;  // 16-bit bias elements in one 128-byte cache line
 
+// Two 16-bit values packed in a 32-bit word (the first in the low half: a bias pair) as floats.
+template <bool kBf16>
+__device__ __forceinline__ float2 pair_of_bits(uint32_t bits) {
+  if constexpr (kBf16) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+  } else {
+    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+  }
+}
+
 // bias[col], bias[col + 1] as floats (0 past N); col is even. One 32-bit load where the pair is 4-byte aligned (N
 // even and bias so: a contiguous bias may start at any element).
 template <bool kBf16>
@@ -197,21 +207,7 @@ __device__ __forceinline__ float2 bias_pair(const uint16_t* bias, int col, int N
   } else {
     bits = (col < N ? bias[col] : 0u) | (col + 1 < N ? uint32_t{bias[col + 1]} << 16 : 0u);
   }
-  if constexpr (kBf16) {
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
-  } else {
-    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
-  }
-}
-
-// Two 16-bit values packed in a 32-bit word (a staged bias pair) as floats.
-template <bool kBf16>
-__device__ __forceinline__ float2 pair_of_bits(uint32_t bits) {
-  if constexpr (kBf16) {
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
-  } else {
-    return __half22float2(*reinterpret_cast<const __half2*>(&bits));
-  }
+  return pair_of_bits<kBf16>(bits);
 }
 
 // Applies the epilogue to accumulator groups of the wgmma layout: acc[4j + h] is in column col0 + 8j + h % 2 (rows
@@ -743,7 +739,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
   const int a_batch = a.batch_stride != 0 ? batch : 1, b_batch = b.batch_stride != 0 ? batch : 1;
   const int batched = (a_batch > 1 ? 1 : 0) | (b_batch > 1 ? 2 : 0);
   // A K-major A of fewer than kBM rows is read in a box of its rows (rounded up to a swizzle period) rather than
-  // one of kBM rows that TMA fills past M with zeros, which costs about as much as reading them (docs/matmul.md).
+  // one of kBM rows that TMA fills past M with zeros, which cost more than reading real rows (docs/matmul.md).
   // The slot's rows past the box keep whatever they held: wgmma computes garbage in rows of C past M, which no
   // store path writes (a row of A @ B depends on that row of A alone).
   const int a_rows = !kAMN && M < kBM ? ceil_div(M, kSwizzleRows) * kSwizzleRows : kBM;
