@@ -947,7 +947,9 @@ def test_step6_forced_splits(matmul_tuning, splits):
 # of 128 x 128 without multicast, 8 splits of 65 slabs each with row and column tails; (100, 8500, 300) one row of
 # 128 x 128 tiles without 2-CTA clusters; (20000, 64, 256) 128 x 64 tiles where N = 64 had taken 128 x 256;
 # (2048, 3072, 512) 128 x 128 tiles where 128 x 256 would leave most of a second wave empty; (100, 17000, 200) 128 x
-# 128 tiles without multicast where 128 x 256's 2-CTA clusters (67 tiles) had an empty second block (one row tile).
+# 128 tiles without multicast where 128 x 256's 2-CTA clusters (67 tiles) had an empty second block (one row tile);
+# 128 x 128 tiles without multicast at two row tiles (250, 4300, 520) and at a short K in one wave (700, 2000, 1000),
+# with it at a long K in one wave (600, 3000, 4100); each with row, column and K tails.
 STEP12_PLAN_SHAPES = [
     (200, 300, 2000),
     (130, 68, 4100),
@@ -957,6 +959,9 @@ STEP12_PLAN_SHAPES = [
     (20000, 64, 256),
     (2048, 3072, 512),
     (100, 17000, 200),
+    (250, 4300, 520),
+    (700, 2000, 1000),
+    (600, 3000, 4100),
 ]
 
 
