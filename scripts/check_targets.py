@@ -1,7 +1,11 @@
 #!/usr/bin/env python
-"""Checks a benchmark.py JSON against the performance targets of the kernels, one line per target.
+"""Checks benchmark.py JSONs against the performance targets of the kernels, one line per target.
 
     python scripts/check_targets.py docs/results/h100.json      # exit status 0: every target met
+    python scripts/check_targets.py docs/results/h100.json docs/results/h100_host_time.json   # and the host targets
+
+Each file is a `benchmark.py --json` run (its "records": the kernels' targets below) or a `benchmark.py --host
+--json` run (its "host" rows: the host-time targets); the summary counts the targets of every file given.
 
 A target is met only when the ratio of the two medians meets it; the spread of the samples gives no allowance.
 Each ratio is between rows of the same run, and is reference median time / our median time (above 1: ours is
@@ -48,6 +52,10 @@ Targets:
                     float32 (TF32 off) every shape >= 0.90x. One line each, naming the worst shape. The same for
                     `matmul_batched` (its BATCHED_SHAPES: attention's products and a batch of large ones, ours
                     against torch.matmul's batched cuBLAS call).
+
+  host time         (issue 40, a --host run) per call on tiny CUDA tensors, float32 and bfloat16: matmul without
+                    grad at most 1.15x torch.mm's, linear with inputs that require grad at most 1.50x
+                    F.linear's (ours_us / torch_us of the row).
 
 A run on the CPU (env.device "cpu") has targets of its own:
   matmul vs torch   float32, the CPU kernel vs torch.mm (MKL or OpenBLAS): >= 0.50x at 512^3 and 1024^3.
@@ -105,6 +113,9 @@ LINEAR_MAX_EPILOGUE_COST = 0.03  # linear_gelu's time at most 1.03x linear's
 LINEAR_MIN_RATIO = 1.05  # vs F.gelu(F.linear(x, w, b)) at M >= LINEAR_RATIO_MIN_M
 LINEAR_RATIO_MIN_M = 1024
 CPU_MATMUL_MIN_RATIO = {(512, 512, 512): 0.50, (1024, 1024, 1024): 0.50}  # float32, a run on the CPU
+HOST_DTYPES = ("float32", "bfloat16")
+# (op, requires_grad): the most ours_us / torch_us may be, and the reference's name (a --host run's CUDA rows).
+HOST_MAX_RATIO = {("matmul", False): (1.15, "torch.mm"), ("linear", True): (1.50, "F.linear")}
 
 Record = dict[str, Any]
 
@@ -325,6 +336,30 @@ def check(records: list[Record], device: str = "cuda") -> list[tuple[bool, str]]
     return results
 
 
+def check_host(rows: list[Record]) -> list[tuple[bool, str]]:
+    """(met, text) for each host-time target, from a `benchmark.py --host` run's rows (its JSON's "host")."""
+    results = []
+    for (op, grad), (limit, reference) in HOST_MAX_RATIO.items():
+        for dtype in HOST_DTYPES:
+            name = f"host time {op} {dtype} {'with' if grad else 'without'} grad vs {reference}"
+            match = [
+                r
+                for r in rows
+                if r.get("op") == op and r.get("device") == "cuda" and r.get("dtype") == dtype
+                and r.get("requires_grad") == grad
+            ]  # fmt: skip
+            if not match or not match[0].get("torch_us"):
+                results.append((False, f"{name}: missing (no CUDA row of the run)"))
+                continue
+            row = match[0]
+            ratio = row["ours_us"] / row["torch_us"]
+            text = (
+                f"{name}: {ratio:.2f}x ({row['ours_us']:.1f} against {row['torch_us']:.1f} us; target <= {limit:.2f}x)"
+            )
+            results.append((ratio <= limit, text))
+    return results
+
+
 def _load_corpus() -> ModuleType:
     """cuda_kernels/tools/bench/corpus.py, by path: importing it through the package would load the extension."""
     path = Path(__file__).resolve().parent.parent / "cuda_kernels" / "tools" / "bench" / "corpus.py"
@@ -348,20 +383,28 @@ def batched_shapes() -> list[tuple[int, ...]]:
     return [tuple(s) for s in _CORPUS.BATCHED_SHAPES]
 
 
-def main(path: str) -> int:
-    """Prints the run's header, one line per target and a summary; returns 0 when every target is met, else 1."""
-    with open(path) as f:
-        data = json.load(f)
-    env = data["env"]
-    print(f"{env.get('gpu') or env.get('cpu')}, SM clock {env.get('sm_clock_mhz')} MHz, torch {env.get('torch')}, "
-          f"commit {str(env.get('git_commit'))[:10]}, {env.get('date')}")  # fmt: skip
-    results = check(data["records"], env.get("device") or "cuda")
-    for met, text in results:
-        print(f"{'ok  ' if met else 'MISS'} {text}")
+def main(path: str, *more: str) -> int:
+    """Prints each run's header and one line per target, then a summary over every file; returns 0 when every target
+    is met, else 1."""
+    results: list[tuple[bool, str]] = []
+    for file in (path, *more):
+        with open(file) as f:
+            data = json.load(f)
+        env = data["env"]
+        print(f"{env.get('gpu') or env.get('cpu')}, SM clock {env.get('sm_clock_mhz')} MHz, torch {env.get('torch')}, "
+              f"commit {str(env.get('git_commit'))[:10]}, {env.get('date')}")  # fmt: skip
+        found = (check(data["records"], env.get("device") or "cuda") if "records" in data else []) + (
+            check_host(data["host"]) if "host" in data else []
+        )
+        for met, text in found:
+            print(f"{'ok  ' if met else 'MISS'} {text}")
+        results += found
     missed = sum(not met for met, _ in results)
     print(f"{len(results) - missed} of {len(results)} targets met")
     return 1 if missed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    if len(sys.argv) < 2:
+        sys.exit("usage: check_targets.py RESULTS.json [MORE.json ...] (benchmark.py --json, or --host --json, runs)")
+    sys.exit(main(*sys.argv[1:]))

@@ -424,3 +424,64 @@ def test_batched_corpus_targets():
     missed = misses(records(corpus_ratio={("float32", worst): 0.89}))
     assert missed == ["matmul_batched float32 every shape vs torch"], missed
     assert "at 32x2048x2048x128x1" in texts(records(corpus_ratio={("float32", worst): 0.89}))[missed[0]]
+
+
+def host_rows(matmul_ratio: float = 1.0, linear_ratio: float = 1.0, devices: tuple[str, ...] = ("cpu", "cuda")):
+    """A `benchmark.py --host` run's rows: every op, device, dtype and requires_grad, ours at the given ratio (matmul
+    and linear; 1.0 elsewhere) of torch's 10 us."""
+    rows = []
+    for device in devices:
+        for dtype in ("float32", "bfloat16"):
+            for grad in (False, True):
+                for op, ratio in (("square", 1.0), ("matmul", matmul_ratio), ("linear", linear_ratio)):
+                    rows.append(
+                        {
+                            "op": op,
+                            "device": device,
+                            "dtype": dtype,
+                            "requires_grad": grad,
+                            "ours_us": 10.0 * ratio,
+                            "torch_us": 10.0,
+                            "ratio": ratio,
+                        }  # fmt: skip
+                    )
+    return rows
+
+
+def test_host_time_targets():
+    """matmul without grad at most 1.15x torch.mm, linear with grad at most 1.50x F.linear, CUDA rows, float32 and
+    bfloat16: met at the bounds, missed just past them, and missed when the run has no CUDA rows."""
+    assert [met for met, _ in check_targets.check_host(host_rows(1.15, 1.50))] == [True] * 4
+    results = check_targets.check_host(host_rows(1.16, 1.51))
+    assert [met for met, _ in results] == [False] * 4
+    assert "host time matmul float32 without grad vs torch.mm: 1.16x (11.6 against 10.0 us; target <= 1.15x)" in [
+        text for _, text in results
+    ]
+    assert [text for _, text in results][2:] == [
+        "host time linear float32 with grad vs F.linear: 1.51x (15.1 against 10.0 us; target <= 1.50x)",
+        "host time linear bfloat16 with grad vs F.linear: 1.51x (15.1 against 10.0 us; target <= 1.50x)",
+    ]
+    missing = check_targets.check_host(host_rows(devices=("cpu",)))
+    assert all(not met and text.endswith("missing (no CUDA row of the run)") for met, text in missing)
+
+
+def test_main_adds_a_host_run_to_the_summary(tmp_path, capsys):
+    env = {"gpu": "Test GPU", "sm_clock_mhz": 1000, "torch": "2.x", "git_commit": "abc", "date": "today"}
+    run, host = tmp_path / "run.json", tmp_path / "host.json"
+    run.write_text(json.dumps({"env": env, "records": records()}))
+    host.write_text(json.dumps({"env": env, "host": host_rows(1.2)}))
+    assert check_targets.main(str(run), str(host)) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == N_TARGETS + 4 + 3  # two headers, the summary
+    assert lines[-1] == f"{N_TARGETS + 2} of {N_TARGETS + 4} targets met"
+    assert (
+        "MISS host time matmul bfloat16 without grad vs torch.mm: 1.20x (12.0 against 10.0 us; target <= 1.15x)"
+        in lines
+    )
+
+
+def test_committed_host_time_json_is_checked(capsys):
+    """The committed host-time run gives a line for each of the four host targets."""
+    check_targets.main(str(ROOT / "docs" / "results" / "h100_host_time.json"))
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(" host time " in line for line in lines) == 4 and lines[-1].endswith(" of 4 targets met")
