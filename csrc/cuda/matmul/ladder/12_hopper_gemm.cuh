@@ -827,16 +827,16 @@ struct TilePlan {
   int cm() const { return bn == Narrow::BN || !multicast ? 1 : 2; }  // blocks a cluster stacks along M
 };
 
-// A plan's 128 x 128 tiles (`tiles` of them on `sms` SMs) share B in 2-CTA clusters (Mid) only with more than two row
-// tiles, and a K of at least kMulticastMinSlabs k-slabs or more tiles than one wave; else they go without
-// (MidSplit), as they do where they split K. With one row tile the cluster's second block would have no rows; with
-// two (256 rows), or one short wave, the cluster's launch and its blocks' lockstep cost more than the L2 reads that
-// multicast saves (2048x768x768 12.9 us with it, 11.8 without; 2048x1024x4096 29.5 against 32.6; 2048x3072x3072, three
-// waves, 62.1 against 64.2: docs/matmul.md).
+// A plan of 128 x 128 tiles for `batch` M x N x K products on `sms` SMs. They share B in 2-CTA clusters (Mid) only
+// with more than two row tiles, and a K of at least kMulticastMinSlabs k-slabs or more tiles than one wave; else they
+// go without (MidSplit), as they do where they split K. With one row tile the cluster's second block would have no
+// rows; with two (256 rows), or one short wave, the cluster's launch and its blocks' lockstep cost more than the L2
+// reads that multicast saves (2048x768x768 12.9 us with it, 11.8 without; 2048x1024x4096 29.5 against 32.6;
+// 2048x3072x3072, three waves, 62.1 against 64.2: docs/matmul.md).
 constexpr int kMulticastMinRowTiles = 3, kMulticastMinSlabs = 64;
-inline TilePlan plan_128(int M, int K, int64_t tiles, int sms, int k_splits) {
+inline TilePlan plan_128(int M, int N, int K, int batch, int sms, int k_splits) {
   const bool multicast = k_splits == 1 && ceil_div(M, kBM) >= kMulticastMinRowTiles &&
-                         (ceil_div(K, kBK) >= kMulticastMinSlabs || tiles > sms);
+                         (ceil_div(K, kBK) >= kMulticastMinSlabs || tile_count(M, N, batch, kBM, Mid::BN) > sms);
   return TilePlan{Mid::BN, k_splits, multicast};
 }
 
@@ -876,9 +876,9 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
     const bool fills_worse =
         wave_fill(super_tiles(Mid::BN), sms / 2) >= wave_fill(super_tiles(Wide::BN), sms / 2) + kMinFillGain;
     if ((batch == 1 || Wide::kBatches) && !fills_worse) return TilePlan{};
-    return plan_128(M, K, tiles(Mid::BN), sms, 1);
+    return plan_128(M, N, K, batch, sms, 1);
   }
-  if (widest >= Mid::BN && tiles(Mid::BN) * 2 >= sms) return plan_128(M, K, tiles(Mid::BN), sms, 1);
+  if (widest >= Mid::BN && tiles(Mid::BN) * 2 >= sms) return plan_128(M, N, K, batch, sms, 1);
   const TilePlan narrow = plan_64(M, N, K, batch, sms);
   if (widest >= Mid::BN && M >= kBM) {
     const int splits = most_k_splits(tiles(Mid::BN), K, sms);
@@ -886,7 +886,7 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
     const bool fills = tiles(Mid::BN) * splits * 2 > sms;  // more than half the SMs busy
     if ((narrow.k_splits >= 4 && k_slabs >= kSplit128MinSlabs && fills) ||
         (narrow.k_splits == 1 && k_slabs >= kUnsplit64MinSlabs && splits >= 2))
-      return plan_128(M, K, tiles(Mid::BN), sms, splits);
+      return plan_128(M, N, K, batch, sms, splits);
   }
   return narrow;
 }
@@ -897,12 +897,11 @@ inline TilePlan plan_forced(int M, int N, int K, int batch, int sms, int block_n
   TilePlan plan = plan_tiles(M, N, K, batch, sms);
   if (block_n != 0 && block_n != plan.bn) {
     plan = block_n == Narrow::BN ? plan_64(M, N, K, batch, sms)
-           : block_n == Mid::BN  ? plan_128(M, K, tile_count(M, N, batch, kBM, Mid::BN), sms, 1)
+           : block_n == Mid::BN  ? plan_128(M, N, K, batch, sms, 1)
                                  : TilePlan{};
   }
   if (k_splits > 0 && plan.bn != Wide::BN)
-    plan = plan.bn == Mid::BN ? plan_128(M, K, tile_count(M, N, batch, kBM, Mid::BN), sms, k_splits)
-                              : TilePlan{plan.bn, k_splits, false};
+    plan = plan.bn == Mid::BN ? plan_128(M, N, K, batch, sms, k_splits) : TilePlan{plan.bn, k_splits, false};
   return plan;
 }
 
