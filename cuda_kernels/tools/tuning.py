@@ -49,6 +49,7 @@ def matmul_tuning(
     block_n12: Value | None = None,
     stream_k12: Value | None = None,
     k_splits12: Value | None = None,
+    block_m12: Value | None = None,
 ) -> Iterator[None]:
     """Overrides the given knobs for the duration of the block; a knob left None keeps its current value.
 
@@ -58,8 +59,8 @@ def matmul_tuning(
     matvec_mma_min_rows, matvec_cluster_splits: the matrix-vector kernel's split of K, the rows from which it uses
     the tensor cores, and its cap on splits per cluster; block_n12, stream_k12 and k_splits12: step 12's tile
     width (64, 128, 256), stream-K ("on" wherever the tiles allow it, "off") and split-K clusters (blocks per tile,
-    1 for none, 2, 4 or 8; the 128 x 64 and 128 x 128 tiles split). Raises RuntimeError on a build without CUDA
-    kernels.
+    1 for none, 2, 4 or 8; the 64 x 64, 128 x 64 and 128 x 128 tiles split); block_m12: its tile rows (64: 64 x 64
+    tiles of one consumer warpgroup, 128: the others). Raises RuntimeError on a build without CUDA kernels.
     """
     overrides = {
         "config06": config06,
@@ -73,6 +74,7 @@ def matmul_tuning(
         "block_n12": block_n12,
         "stream_k12": stream_k12,
         "k_splits12": k_splits12,
+        "block_m12": block_m12,
     }
     op = _tuning_op()
     previous: list[tuple[str, str]] = []

@@ -425,15 +425,16 @@ SCHEDULES12 = {
 @requires_cuda
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("block_n", [64, 128, 256])
+@pytest.mark.parametrize("tile", ["64x64", "128x64", "128x128", "128x256"])
 @pytest.mark.parametrize("schedule", SCHEDULES12.keys())
-def test_linear_epilogue_in_every_tile(matmul_tuning, dtype, block_n, schedule):
-    """The fused epilogue in each of step 12's tile widths and schedules (on GPUs without it, whatever kernel runs):
+def test_linear_epilogue_in_every_tile(matmul_tuning, dtype, tile, schedule):
+    """The fused epilogue in each of step 12's tiles and schedules (on GPUs without it, whatever kernel runs):
     bias staged in shared memory (N even, aligned) or read from global memory (N odd), in stream-K's owner and
     partial tiles and in split-K clusters (which read it from global memory), over several waves with edge tiles."""
-    if schedule == "split-k" and block_n == 256:
+    if schedule == "split-k" and tile == "128x256":
         pytest.skip("split-K clusters split the 64- and 128-wide tiles only")
-    matmul_tuning(block_n12=block_n, **SCHEDULES12[schedule])
+    block_m, block_n = map(int, tile.split("x"))
+    matmul_tuning(block_m12=block_m, block_n12=block_n, **SCHEDULES12[schedule])
     for m, n, k in [(1000, 1536, 512), (300, 1001, 256)]:
         x, w, b = make_inputs((m,), k, n, dtype, "cuda", True, seed=m + n)
         for activation in (None, "gelu"):

@@ -731,27 +731,34 @@ def test_step12_batched_schedules(variant, dtype, smnk):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("variant", "dtype"), step_dtype_params(STEP12, [torch.bfloat16]))
 def test_step12_tuning_knobs(matmul_tuning, variant, dtype):
-    """block_n12, stream_k12 and k_splits12 force step 12's tile width, stream-K (also for a single wave that leaves
-    SMs idle, which the launcher splits only when forced) and split-K clusters; every choice computes the same
-    product, one product or a batch. Bad values are clear errors."""
+    """block_m12, block_n12, stream_k12 and k_splits12 force step 12's tile (64 x 64, 128 x 64, 128 x 128, 128 x
+    256), stream-K (also for a single wave that leaves SMs idle, which the launcher splits only when forced) and
+    split-K clusters; every choice computes the same product, one product or a batch. Bad values are clear
+    errors."""
     a = rand(300, 4100, dtype=dtype, device="cuda", seed=_seed("knobs", "a"))
     b = rand(4100, 700, dtype=dtype, device="cuda", seed=_seed("knobs", "b"))
-    for block_n in (64, 128, 256):
+    for block_m, block_n in ((64, 64), (128, 64), (128, 128), (128, 256)):
         for stream_k in ("on", "off"):
-            matmul_tuning(block_n12=block_n, stream_k12=stream_k)
+            matmul_tuning(block_m12=block_m, block_n12=block_n, stream_k12=stream_k)
             assert_step_close(mm(a, b, variant), a, b, variant)
     matmul_tuning(stream_k12=None)
     batch_a, batch_b = a[:200, :1000].reshape(2, 100, 1000), b[:2000].reshape(2, 1000, 700)[:, :, :600]
-    for block_n in (64, 128):
+    for block_m, block_n in ((64, 64), (128, 64), (128, 128)):
         for splits in (1, 2, 4, 8):
-            matmul_tuning(block_n12=block_n, k_splits12=splits)
+            matmul_tuning(block_m12=block_m, block_n12=block_n, k_splits12=splits)
             assert_step_close(mm(a, b, variant), a, b, variant)
             out = mm(batch_a, batch_b, variant)
             for i in range(2):
                 assert_step_close(out[i], batch_a[i], batch_b[i], variant)
-    matmul_tuning(block_n12=256, k_splits12=None)
+    matmul_tuning(block_m12=None, block_n12=256, k_splits12=None)
     with pytest.raises(RuntimeError, match=rf"{OP}: step 12: the tuning knob block_n12=256 takes one product"):
         mm(a[None].expand(2, -1, -1), b[None].expand(2, -1, -1), variant)
+    matmul_tuning(block_m12=64, block_n12=128)
+    with pytest.raises(RuntimeError, match=rf"{OP}: step 12: the tuning knobs block_m12=64 and block_n12=128 name no"):
+        mm(a, b, variant)
+    matmul_tuning(block_m12=None, block_n12=None)
+    with pytest.raises(RuntimeError, match=rf"{TUNING}: block_m12=96 is not 64 or 128"):
+        matmul_tuning(block_m12=96)
     with pytest.raises(RuntimeError, match=rf"{TUNING}: block_n12=96 is not 64, 128 or 256"):
         matmul_tuning(block_n12=96)
     with pytest.raises(RuntimeError, match=rf"{TUNING}: stream_k12=yes is not 'on' or 'off'"):
@@ -943,17 +950,20 @@ def test_step6_forced_splits(matmul_tuning, splits):
 # Step 12's tile plans on an H100's 132 SMs (plan_tiles). Split-K clusters of the 128 x 64 tile (few tiles and a
 # long K: 2, 4 or 8 blocks share a tile's k-slabs and add up through distributed shared memory): (200, 300, 2000) is
 # 10 tiles of 32 slabs (4 splits, row and column tails), (130, 68, 4100) 4 tiles of 65 slabs (8 splits, a partial
-# last slab), (64, 64, 1030) 1 tile of 17 slabs (2 splits of 8 and 9). The other plans: (250, 1000, 4100) 16 tiles
+# last slab), (200, 64, 1030) 2 tiles of 17 slabs (2 splits of 8 and 9). The other plans: (250, 1000, 4100) 16 tiles
 # of 128 x 128 without multicast, 8 splits of 65 slabs each with row and column tails; (100, 8500, 300) one row of
 # 128 x 128 tiles without 2-CTA clusters; (20000, 64, 256) 128 x 64 tiles where N = 64 had taken 128 x 256;
 # (2048, 3072, 512) 128 x 128 tiles where 128 x 256 would leave most of a second wave empty; (100, 17000, 200) 128 x
 # 128 tiles without multicast where 128 x 256's 2-CTA clusters (67 tiles) had an empty second block (one row tile);
 # 128 x 128 tiles without multicast at two row tiles (250, 4300, 520) and at a short K in one wave (700, 2000, 1000),
-# with it at a long K in one wave (600, 3000, 4100); each with row, column and K tails.
+# with it at a long K in one wave (600, 3000, 4100); 64 x 64 tiles unsplit where 128 x 64 ones would split (a short
+# K): one row tile (64, 64, 1030), two 64-row tiles for each 128-row one (100, 4100, 1000), four (256, 2000, 2000);
+# each with row, column and K tails.
 STEP12_PLAN_SHAPES = [
     (200, 300, 2000),
     (130, 68, 4100),
     (64, 64, 1030),
+    (200, 64, 1030),
     (250, 1000, 4100),
     (100, 8500, 300),
     (20000, 64, 256),
@@ -962,6 +972,8 @@ STEP12_PLAN_SHAPES = [
     (250, 4300, 520),
     (700, 2000, 1000),
     (600, 3000, 4100),
+    (100, 4100, 1000),
+    (256, 2000, 2000),
 ]
 
 
@@ -971,6 +983,22 @@ STEP12_PLAN_SHAPES = [
 @pytest.mark.parametrize("views", VIEWS)
 @pytest.mark.parametrize("mnk", STEP12_PLAN_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_step12_tile_plans(dtype, views, mnk):
+    _step12_case(dtype, views, mnk)
+
+
+# Step 12's 64 x 64 tiles (one consumer warpgroup), forced by block_m12=64 wherever the launcher would not take them:
+# row, column and k tails, one row tile of few rows, more tiles than SMs (stream-K's last wave, several tiles a
+# block), a long K split in clusters by shape; the launcher's own plan of each shape runs in test_step12_tile_plans.
+STEP12_SHORT_SHAPES = [(100, 4100, 700), (65, 70, 130), (200, 1001, 4100), (1000, 1536, 520), (33, 300, 9000)]
+
+
+@requires_cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("views", VIEWS)
+@pytest.mark.parametrize("mnk", STEP12_SHORT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_step12_short_tiles(matmul_tuning, dtype, views, mnk):
+    matmul_tuning(block_m12=64)
     _step12_case(dtype, views, mnk)
 
 
@@ -1009,13 +1037,14 @@ def test_step12_woven_epilogue(dtype, views, mnk):
 # likely hold NaN (best effort: the product under test may run another configuration on other SMs). Shapes: 1 row (a
 # box of 8), 9 (16), 33 (40) and 65 rows (72: the second consumer's rows start inside the box), 127; each also as a
 # batch of 3 with a matrix of b per product (3-D tensor maps; C's matrices lie back to back, so a stored garbage row
-# would land in the next matrix). Plans: the launcher's (split-K clusters at the long K), 128 x 64 tiles split in
-# 2, stream-K forced on unsplit tiles, and 128 x 256 tiles (2-CTA clusters whose second block's box lies wholly past
-# M; one product only).
+# would land in the next matrix). Plans: the launcher's (split-K clusters at the long K), 128 x 64 and 64 x 64
+# tiles split in 2, stream-K forced on unsplit tiles, and 128 x 256 tiles (2-CTA clusters whose second block's box
+# lies wholly past M; one product only).
 FEW_ROWS_SHAPES = [(1, 1024, 4096), (9, 520, 264), (33, 2048, 4096), (65, 300, 4100), (127, 4100, 700)]
 FEW_ROWS_PLANS = [
     {},
-    {"k_splits12": 2, "block_n12": 64},
+    {"k_splits12": 2, "block_n12": 64, "block_m12": 128},
+    {"k_splits12": 2, "block_m12": 64},
     {"stream_k12": "on", "k_splits12": 1},
     {"block_n12": 256},
 ]
@@ -1028,7 +1057,7 @@ def test_step12_few_rows_ignore_stale_slots(matmul_tuning, dtype):
     if not runs(12, dtype):
         pytest.skip("step 12 does not run here (needs sm_90a and an H100-class GPU)")
     for knobs in FEW_ROWS_PLANS:
-        matmul_tuning(**{"k_splits12": None, "block_n12": None, "stream_k12": None, **knobs})
+        matmul_tuning(**{"k_splits12": None, "block_n12": None, "stream_k12": None, "block_m12": None, **knobs})
         for m, n, k in FEW_ROWS_SHAPES:
             b = rand(k, n, dtype=dtype, device="cuda", seed=_seed("few", m, n, k, "b"))
             stale = torch.full((256, k), float("nan"), dtype=dtype, device="cuda")
@@ -1043,7 +1072,7 @@ def test_step12_few_rows_ignore_stale_slots(matmul_tuning, dtype):
             out = mm(batch_a, batch_b, 12)
             for i in range(3):
                 assert_step_close(out[i], batch_a[i], batch_b[i], 12)
-    matmul_tuning(k_splits12=None, block_n12=None, stream_k12=None)
+    matmul_tuning(k_splits12=None, block_n12=None, stream_k12=None, block_m12=None)
     x = rand(33, 2000, dtype=dtype, device="cuda", seed=_seed("few", "x"))
     w = rand(200, 2000, dtype=dtype, device="cuda", seed=_seed("few", "w"))
     bias = rand(200, dtype=dtype, device="cuda", seed=_seed("few", "bias"))

@@ -50,13 +50,16 @@ std::string set_tuning(const std::string& name, const std::string& value) {
                     : name == "matvec_cluster_splits" ? &t.matvec_cluster_splits
                     : name == "block_n12"             ? &t.block_n12
                     : name == "k_splits12"            ? &t.k_splits12
+                    : name == "block_m12"             ? &t.block_m12
                                                       : nullptr;
   CUDA_KERNELS_CHECK(number != nullptr, "cuda_kernels.matmul_tuning: unknown knob '", name,
                      "'; known: config06, splits06, smem_limit_bytes, config08, config_fp64, matvec_blocks_per_sm, "
-                     "matvec_mma_min_rows, matvec_cluster_splits, block_n12, stream_k12, k_splits12");
+                     "matvec_mma_min_rows, matvec_cluster_splits, block_n12, stream_k12, k_splits12, block_m12");
   const int64_t parsed = positive_int(name, value);
   CUDA_KERNELS_CHECK(name != "block_n12" || parsed == 0 || parsed == 64 || parsed == 128 || parsed == 256,
                      "cuda_kernels.matmul_tuning: block_n12=", value, " is not 64, 128 or 256");
+  CUDA_KERNELS_CHECK(name != "block_m12" || parsed == 0 || parsed == 64 || parsed == 128,
+                     "cuda_kernels.matmul_tuning: block_m12=", value, " is not 64 or 128");
   CUDA_KERNELS_CHECK(name != "k_splits12" || parsed == 0 || parsed == 1 || parsed == 2 || parsed == 4 || parsed == 8,
                      "cuda_kernels.matmul_tuning: k_splits12=", value, " is not 1, 2, 4 or 8");
   std::string previous = text_of(*number);

@@ -22,6 +22,7 @@ struct Tuning {
   int64_t block_n12 = 0;              // step 12: the tile width, 64, 128 or 256 (12_hopper_gemm.cuh)
   std::string stream_k12;             // step 12: "on" wherever the tiles allow stream-K, "off" never
   int64_t k_splits12 = 0;             // step 12: blocks splitting each tile's K in a cluster, 1 (off), 2, 4 or 8
+  int64_t block_m12 = 0;              // step 12: the tile rows, 64 (64 x 64 tiles) or 128
 };
 
 // The knobs as set now.

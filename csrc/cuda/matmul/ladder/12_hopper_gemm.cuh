@@ -46,17 +46,14 @@
 namespace cuda_kernels::matmul_ladder {
 namespace wgmma12 {
 
-constexpr int kBM = 128;                      // rows of a block tile: 64 per consumer warpgroup (wgmma's M)
+constexpr int kBM = 128;                      // rows of the block tile of two consumer warpgroups (64 each: wgmma's M)
 constexpr int kBK = 64;                       // k per ring slot: one 128-byte swizzle row of 16-bit elements
 [[maybe_unused]] constexpr int kWgmmaK = 16;  // k per wgmma instruction
 constexpr int kSwizzleCols = 64;              // elements in one 128-byte swizzled row
 [[maybe_unused]] constexpr uint32_t kBoxBytes = 64 * kSwizzleCols * 2;  // one 64 x 64 box of 16-bit elements: 8 KB
-constexpr int kConsumers = 2;                                           // consumer warpgroups
-constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kConsumers = 2;  // consumer warpgroups of every configuration but Short's (the stream-K workspace's)
 [[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 = 384 * 168
 [[maybe_unused]] constexpr int kConsumerRegs = 232;
-static_assert(hopper::setmaxnreg_fits(kThreads, kProducerRegs, kConsumerRegs),
-              "the warpgroups' register budgets fit the block's launch allocation");
 constexpr uint32_t kSwizzleAtom = 1024;             // bytes of 8 swizzled 128-byte rows: the pattern's period
 constexpr int kSwizzleRows = 8;                     // rows of that period
 constexpr size_t kMaxSmem = 227 * 1024;             // dynamic shared memory one block may opt into on the H100
@@ -68,10 +65,19 @@ constexpr uint32_t kSplitBarrier = 1 + kConsumers;  // named barrier of both con
 // multicast), ring depth S, and the consumer's output buffer width OutCols (BN: whole tile; less: BN / OutCols
 // passes, each waiting until TMA has read the previous one). Woven (with more than one pass): the last pass of a
 // tile stored by TMA is kept in registers and written to the buffer between the wgmma of the next tile's second
-// k-slab (see the consumer's main loop).
-template <int BN_, int CM_, int S_, int OutCols_, bool Woven_ = false>
+// k-slab (see the consumer's main loop). Consumers: consumer warpgroups, 64 tile rows each (wgmma's M).
+template <int BN_, int CM_, int S_, int OutCols_, bool Woven_ = false, int Consumers_ = kConsumers>
 struct Config {
   static constexpr int BN = BN_, CM = CM_, S = S_, kOutCols = OutCols_;
+  static constexpr int kConsumers = Consumers_;
+  static constexpr int kBM = 64 * kConsumers;              // rows of a block tile
+  static constexpr int kThreads = 128 * (1 + kConsumers);  // the producer warpgroup and the consumers
+  // Two consumers move registers from the producer (setmaxnreg); one has enough at launch (255 a thread) and does not.
+  static constexpr bool kSetMaxNReg = kConsumers > 1;
+  static_assert(kConsumers == 1 || kConsumers == ::cuda_kernels::matmul_ladder::wgmma12::kConsumers,
+                "one or two consumers (the stream-K workspace holds two a block)");
+  static_assert(!kSetMaxNReg || hopper::setmaxnreg_fits(kThreads, kProducerRegs, kConsumerRegs),
+                "the warpgroups' register budgets fit the block's launch allocation");
   static constexpr int kPasses = BN / OutCols_;
   static constexpr bool kWoven = Woven_ && kPasses > 1;
   // Whether it runs a batch of products (batch > 1). Not the woven configuration: its consumers' registers are
@@ -84,7 +90,7 @@ struct Config {
   // an MN-major one; either way whole 8-row periods of the 128-byte swizzle.
   static_assert(CM == 1 || ((BN / CM) % 8 == 0 && (kBK / CM) % 8 == 0), "B shares are whole swizzle periods");
   static_assert(BN % kOutCols == 0 && kOutCols % kSwizzleCols == 0, "the buffer holds whole boxes");
-  static constexpr uint32_t kABytes = kBM * kBK * 2;  // A slot: 128 rows x 64 k
+  static constexpr uint32_t kABytes = kBM * kBK * 2;  // A slot: kBM rows x 64 k
   static constexpr uint32_t kBBytes = BN * kBK * 2;   // B slot: 64 k x BN columns
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
   static constexpr uint32_t kOutBytes = 64 * kOutCols * 2;  // one consumer's output buffer
@@ -95,10 +101,11 @@ struct Config {
 };
 
 // The configurations the launcher picks from (by tile width).
-using Wide = Config<256, 2, 4, 128, true>;  // 128 x 256, 2-CTA clusters, 4 slots (48 KB each), two passes, woven
-using Mid = Config<128, 2, 6, 128>;         // 128 x 128, 2-CTA clusters, 6 slots (32 KB each), whole-tile buffer
-using MidSplit = Config<128, 1, 6, 128>;    // the same tile without multicast, for split-K clusters
-using Narrow = Config<64, 1, 8, 64>;        // 128 x 64, no cluster, 8 slots (24 KB each), whole-tile buffer
+using Wide = Config<256, 2, 4, 128, true>;      // 128 x 256, 2-CTA clusters, 4 slots (48 KB each), two passes, woven
+using Mid = Config<128, 2, 6, 128>;             // 128 x 128, 2-CTA clusters, 6 slots (32 KB each), whole-tile buffer
+using MidSplit = Config<128, 1, 6, 128>;        // the same tile without multicast, for split-K clusters
+using Narrow = Config<64, 1, 8, 64>;            // 128 x 64, no cluster, 8 slots (24 KB each), whole-tile buffer
+using Short = Config<64, 1, 12, 64, false, 1>;  // 64 x 64, one consumer, 12 slots (16 KB each), whole-tile buffer
 
 using hopper::Operand;
 
@@ -240,13 +247,13 @@ __device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue&
 // read for all). k_splits > 1 (only with CM == 1, stream-K off, and one tile per cluster): clusters of k_splits blocks
 // split each tile's k-slabs and add up through distributed shared memory.
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     matmul_kernel_12_hopper_gemm(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                  const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
                                  int M, int N, int K, int batch, int batched, int group_m, StreamK sk, int k_splits,
                                  Epilogue epi, int a_rows) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int BN = Cfg::BN, CM = Cfg::CM, S = Cfg::S;
+  constexpr int BN = Cfg::BN, CM = Cfg::CM, S = Cfg::S, BM = Cfg::kBM, kConsumers = Cfg::kConsumers;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[S];
   __shared__ __align__(8) uint64_t empty_bar[S];
@@ -283,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       kb1 = first + n * (k_rank + 1) / k_splits;
     }
   };
-  const int m_tiles = ceil_div(M, kBM), n_tiles = ceil_div(N, BN);
+  const int m_tiles = ceil_div(M, BM), n_tiles = ceil_div(N, BN);
   const int m_pairs = ceil_div(m_tiles, CM);             // super-tile rows: CM row tiles each
   if constexpr (!Cfg::kBatches) batch = 1, batched = 0;  // the launcher passes one product (kBatches)
   const int64_t tiles = int64_t{m_pairs} * n_tiles * batch;
@@ -305,17 +312,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (wg == 0) {
     // Producer: one thread fills slots in ring order, the same tile sequence as the consumers.
-    hopper::setmaxnreg_dec<kProducerRegs>();
+    if constexpr (Cfg::kSetMaxNReg) hopper::setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       // The bytes a slot receives: A's box may have fewer rows than the slot (a_rows).
-      const uint32_t stage_bytes = Cfg::kStageBytes - static_cast<uint32_t>(kBM - a_rows) * kBK * 2;
+      const uint32_t stage_bytes = Cfg::kStageBytes - static_cast<uint32_t>(BM - a_rows) * kBK * 2;
       int s = 0;
       uint32_t phase = 0;
       for_each_work(cluster_id, clusters, tiles, sk.dp_tiles, k_slabs, [&](int64_t tile, int kb0, int kb1, Role, int) {
         k_share(kb0, kb1);
         int tp, tn, bi;
         locate(tile, tp, tn, bi);
-        const int m0 = (tp * CM + static_cast<int>(rank)) * kBM, n0 = tn * BN;
+        const int m0 = (tp * CM + static_cast<int>(rank)) * BM, n0 = tn * BN;
         const int ba = (batched & 1) ? bi : 0, bb = (batched & 2) ? bi : 0;  // the operands' matrices
         for (int kb = kb0; kb < kb1; ++kb) {
           const int k0 = kb * kBK;
@@ -349,8 +356,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                      k0 + static_cast<int>(rank) * kRows);
           }
           if constexpr (kAMN) {
-            // Two 64 m x 64 k boxes, one per consumer, 8 KB apart.
-            for (int c = 0; c < kBM / kSwizzleCols; ++c)
+            // 64 m x 64 k boxes, one per consumer, 8 KB apart.
+            for (int c = 0; c < BM / kSwizzleCols; ++c)
               hopper::tma_load<Cfg::kMapRank>(a_dst + c * kBoxBytes, &tm_a, m0 + c * kSwizzleCols, k0, ba, full);
           } else {
             hopper::tma_load<Cfg::kMapRank>(a_dst, &tm_a, k0, m0, ba, full);
@@ -363,7 +370,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // takes part.
     if (k_splits > 1) hopper::cluster_sync();
   } else {
-    hopper::setmaxnreg_inc<kConsumerRegs>();
+    if constexpr (Cfg::kSetMaxNReg) hopper::setmaxnreg_inc<kConsumerRegs>();
     const int consumer = wg - 1;
     const int t = threadIdx.x % 128;
     const int warp = t / 32, lane = t % 32;
@@ -416,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       hopper::named_barrier_sync(1 + consumer, 128);
       if (t == 0) {
         const uint64_t c_policy = sm80::l2_evict_first_policy();
-        const int m0 = tm_ * kBM + consumer * 64, n0 = tn_ * BN + pass * Cfg::kOutCols;
+        const int m0 = tm_ * BM + consumer * 64, n0 = tn_ * BN + pass * Cfg::kOutCols;
 #pragma unroll
         for (int box = 0; box < Cfg::kOutCols / kSwizzleCols; ++box)
           hopper::tma_store_hint<Cfg::kMapRank>(&tm_c, out_buf + box * kBoxBytes, n0 + box * kSwizzleCols, m0, bi_,
@@ -455,9 +462,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // This consumer's slice of a block's partial tile: value i of thread t at [i / 4][t][i % 4] (float4 stores,
     // each warp writing 512 contiguous bytes).
     const auto partial_of = [&](int64_t block) {
-      return reinterpret_cast<float4*>(sk.partials + (block * kConsumers + consumer) * (128 * 128)) + t;
+      return reinterpret_cast<float4*>(sk.partials + (block * wgmma12::kConsumers + consumer) * (128 * 128)) + t;
     };
-    const auto flag_of = [&](int64_t block) { return sk.flags + block * kConsumers + consumer; };
+    const auto flag_of = [&](int64_t block) { return sk.flags + block * wgmma12::kConsumers + consumer; };
     for_each_work(
         cluster_id, clusters, tiles, sk.dp_tiles, k_slabs,
         [&](int64_t tile, int kb0, int kb1, Role role, int contributors) {
@@ -548,7 +555,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             // columns c, c + 1, the wgmma layout of the epilogue below) of its k_rank-th share of the
             // groups, over the cluster's blocks in rank order.
             constexpr int kGroups = Cfg::kAcc / 4;
-            const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
+            const int row0 = tm * BM + consumer * 64 + warp * 16 + lane / 4;
             for (int j = kGroups * k_rank / k_splits; j < kGroups * (k_rank + 1) / k_splits; ++j) {
               float v[4] = {0.f, 0.f, 0.f, 0.f};
               for (int r = 0; r < k_splits; ++r) {
@@ -632,9 +639,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N, staged);
           // The next tile's copies overwrite the staged pairs only after every thread has read them.
           if (stage_bias) hopper::named_barrier_sync(1 + consumer, 128);
-          const int row0 = tm * kBM + consumer * 64 + warp * 16 + lane / 4;
+          const int row0 = tm * BM + consumer * 64 + warp * 16 + lane / 4;
           const int col0 = tn * BN + 2 * (lane % 4);
-          const bool full_tile = tm * kBM + kBM <= M && tn * BN + BN <= N && N % 2 == 0;
+          const bool full_tile = tm * BM + BM <= M && tn * BN + BN <= N && N % 2 == 0;
           uint16_t* const Cb = C + int64_t{bi} * M * N;  // this product's C
           if (full_tile) {
 #pragma unroll
@@ -667,7 +674,8 @@ struct LaunchOptions {
   int group_m = 0;     // 0: kGroupRows / cluster size
   int max_blocks = 0;  // 0: the SM count
   int stream_k = -1;   // -1: when it pays (and a workspace is given); 0: never; 1: whenever the tiles allow
-  int k_splits = 0;    // split-K clusters of the 128 x 64 / 128 x 128 tiles: 0 by shape (plan_tiles), 1 off, 2-8
+  int k_splits = 0;    // split-K clusters (all tiles but 128 x 256): 0 by shape (plan_tiles), 1 off, 2-8
+  int block_m = 0;     // 0: by shape; else 64 (Short: 64 x 64 tiles) or 128
 };
 
 // Scratch memory for stream-K (may be absent: then every tile is data-parallel). Its contents need no
@@ -729,7 +737,7 @@ template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const Operand& b, void* c, int sms,
                          int group_m, cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1,
                          int k_splits = 1, const Epilogue& epi = {}) {
-  constexpr int BN = Cfg::BN, CM = Cfg::CM;
+  constexpr int BN = Cfg::BN, CM = Cfg::CM, BM = Cfg::kBM;
   constexpr auto* kernel = &matmul_kernel_12_hopper_gemm<Cfg, kBf16, kAMN, kBKMaj>;
   if (!Cfg::kBatches && batch > 1) return cudaErrorInvalidConfiguration;  // plan_tiles gives a batch other tiles
   int device = 0;
@@ -738,11 +746,11 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
   // 3-D maps: an operand with a matrix per product has `batch` of them, one shared by all products has one.
   const int a_batch = a.batch_stride != 0 ? batch : 1, b_batch = b.batch_stride != 0 ? batch : 1;
   const int batched = (a_batch > 1 ? 1 : 0) | (b_batch > 1 ? 2 : 0);
-  // A K-major A of fewer than kBM rows is read in a box of its rows (rounded up to a swizzle period) rather than
-  // one of kBM rows that TMA fills past M with zeros, which cost more than reading real rows (docs/matmul.md).
+  // A K-major A of fewer than BM rows is read in a box of its rows (rounded up to a swizzle period) rather than
+  // one of BM rows that TMA fills past M with zeros, which cost more than reading real rows (docs/matmul.md).
   // The slot's rows past the box keep whatever they held: wgmma computes garbage in rows of C past M, which no
   // store path writes (a row of A @ B depends on that row of A alone).
-  const int a_rows = !kAMN && M < kBM ? ceil_div(M, kSwizzleRows) * kSwizzleRows : kBM;
+  const int a_rows = !kAMN && M < BM ? ceil_div(M, kSwizzleRows) * kSwizzleRows : BM;
   CUtensorMap map_a, map_b;
   const bool ok_a = kAMN ? hopper::encode_tensor_map_3d(&map_a, kBf16, a.ptr, M, K, a_batch, a.ld, a.batch_stride,
                                                         kSwizzleCols, kBK, Cfg::kMapRank)
@@ -777,7 +785,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
   attr[0].val.clusterDim.x = cluster_size;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(Cfg::kThreads);
   cfg.dynamicSmemBytes = Cfg::kSmemBytes;
   cfg.stream = stream;
   cfg.attrs = attr;
@@ -789,7 +797,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
     if (fit < 1) return cudaErrorInvalidConfiguration;
     if (device < hopper::kMaxDevices) max_clusters[slot][device].store(fit, std::memory_order_relaxed);
   }
-  const int64_t super_tiles = tile_count(M, N, batch, CM * kBM, BN);
+  const int64_t super_tiles = tile_count(M, N, batch, CM * BM, BN);
   if (k_splits > 1 && super_tiles > fit) {
     // Split tiles run one per cluster, all at once: fewer blocks per tile where the GPU cannot hold them.
     return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, sms, group_m, stream, ws, stream_k,
@@ -824,6 +832,7 @@ struct TilePlan {
   int bn = Wide::BN;
   int k_splits = 1;
   bool multicast = true;
+  int bm = kBM;                                                      // tile rows: kBM, or Short's 64
   int cm() const { return bn == Narrow::BN || !multicast ? 1 : 2; }  // blocks a cluster stacks along M
 };
 
@@ -843,6 +852,29 @@ inline TilePlan plan_128(int M, int N, int K, int batch, int sms, int k_splits) 
 // A plan of 128 x 64 tiles, split as few tiles leave SMs idle (most_k_splits).
 inline TilePlan plan_64(int M, int N, int K, int batch, int sms) {
   return TilePlan{Narrow::BN, most_k_splits(tile_count(M, N, batch, kBM, Narrow::BN), K, sms), false};
+}
+
+// A plan of 64 x 64 tiles (Short), split the same way when forced (block_m12=64); plan_tiles takes them unsplit.
+inline TilePlan plan_short(int M, int N, int K, int batch, int sms, bool split = true) {
+  const int splits = split ? most_k_splits(tile_count(M, N, batch, Short::kBM, Short::BN), K, sms) : 1;
+  return TilePlan{Short::BN, splits, false, Short::kBM};
+}
+
+// Where 64 x 64 tiles run unsplit instead of 128 x 64 ones that leave SMs idle (split along K, or too few to fill
+// half the SMs with a K too short to split): a K of at most kShortMaxSlabs k-slabs, one wave of 64 x 64 tiles, and
+// one row tile of each (M <= 64), or a K too short to split, or 64-row tiles that fill more than half the SMs. Their
+// blocks read more of A and B in all (a 64-row tile reads B once per 64 rows) but skip split-K's cluster barriers
+// and sums: 256x2048x2048 13.6 -> 12.0 us, 128x4096x4096 20.6 -> 18.0, 32x4096x4096 20.1 -> 17.9, 256x768x768 8.5 ->
+// 8.1; at a longer K (256x2048x8192) or with fewer tiles (256x1024x4096 15.7 -> 16.8) the extra reads cost more
+// (docs/matmul.md).
+constexpr int kShortMaxSlabs = 64;
+inline bool short_pays(int M, int N, int K, int batch, int sms, const TilePlan& narrow) {
+  const int k_slabs = ceil_div(K, kBK);
+  const int64_t short_tiles = tile_count(M, N, batch, Short::kBM, Short::BN);
+  const bool unsplittable = k_slabs < 2 * kMinSplitSlabs;  // most_k_splits leaves such a K whole
+  const bool idle = narrow.k_splits > 1 || (unsplittable && tile_count(M, N, batch, kBM, Narrow::BN) * 2 <= sms);
+  if (!idle || k_slabs > kShortMaxSlabs || short_tiles > sms) return false;
+  return M <= Short::kBM || unsplittable || short_tiles * 2 > sms;
 }
 
 // Of the SM slots of `waves` full waves of `clusters`, the share that `super_tiles` tiles fill.
@@ -867,8 +899,9 @@ constexpr int kSplit128MinSlabs = 64, kUnsplit64MinSlabs = 128;
 //   128 x 128 where 128 x 256 would leave much more of its last wave empty (kMinFillGain).
 // - Split-K: the 128 x 64 tile splits when few tiles leave SMs idle (most_k_splits). With at least a full row tile
 //   and a long K, 128 x 128 tiles split instead, as they read A half as often (kSplit128MinSlabs,
-//   kUnsplit64MinSlabs); where 128 x 64 splits 2 ways, or K is shorter, 128 x 64 measured faster.
-inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
+//   kUnsplit64MinSlabs); where 128 x 64 splits 2 ways, or K is shorter, 128 x 64 measured faster. Where a split
+//   128 x 64 tile would leave SMs idle at a short K, 64 x 64 tiles unsplit (short_pays).
+inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms, bool allow_short = true) {
   const auto tiles = [&](int bn) { return tile_count(M, N, batch, kBM, bn); };
   const auto super_tiles = [&](int bn) { return tile_count(M, N, batch, 2 * kBM, bn); };  // of 2-CTA clusters
   const int widest = N <= Narrow::BN ? Narrow::BN : N <= Mid::BN ? Mid::BN : Wide::BN;
@@ -880,6 +913,7 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
   }
   if (widest >= Mid::BN && tiles(Mid::BN) * 2 >= sms) return plan_128(M, N, K, batch, sms, 1);
   const TilePlan narrow = plan_64(M, N, K, batch, sms);
+  if (allow_short && short_pays(M, N, K, batch, sms, narrow)) return plan_short(M, N, K, batch, sms, false);
   if (widest >= Mid::BN && M >= kBM) {
     const int splits = most_k_splits(tiles(Mid::BN), K, sms);
     const int k_slabs = ceil_div(K, kBK);
@@ -891,10 +925,19 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms) {
   return narrow;
 }
 
-// plan_tiles with the tuning knobs' overrides (LaunchOptions): the tile width block_n (a forced 128 x 64 tile
-// still splits by shape) and k_splits (the 128 x 256 tile does not split); 0 leaves plan_tiles's choice.
-inline TilePlan plan_forced(int M, int N, int K, int batch, int sms, int block_n, int k_splits) {
-  TilePlan plan = plan_tiles(M, N, K, batch, sms);
+// plan_tiles with the tuning knobs' overrides (LaunchOptions): the tile rows block_m (64: Short, 128: the others;
+// a forced tile splits by shape), the tile width block_n (a forced 128 x 64 tile still splits by shape; with
+// block_m 64 only 64) and k_splits (the 128 x 256 tile does not split); 0 leaves plan_tiles's choice.
+inline TilePlan plan_forced(int M, int N, int K, int batch, int sms, int block_n, int k_splits, int block_m = 0) {
+  TilePlan plan = plan_tiles(M, N, K, batch, sms, block_m != kBM);
+  const bool short_tile =
+      block_m == Short::kBM || (block_m == 0 && plan.bm == Short::kBM && (block_n == 0 || block_n == Short::BN));
+  if (short_tile) {
+    if (plan.bm != Short::kBM) plan = plan_short(M, N, K, batch, sms);
+    if (k_splits > 0) plan.k_splits = k_splits;
+    return plan;
+  }
+  if (plan.bm != kBM) plan = plan_tiles(M, N, K, batch, sms, false);  // block_n forced beside Short's plan
   if (block_n != 0 && block_n != plan.bn) {
     plan = block_n == Narrow::BN ? plan_64(M, N, K, batch, sms)
            : block_n == Mid::BN  ? plan_128(M, N, K, batch, sms, 1)
@@ -905,13 +948,14 @@ inline TilePlan plan_forced(int M, int N, int K, int batch, int sms, int block_n
   return plan;
 }
 
-// Whether launch() with these knobs (block_n, k_splits: 0 by shape) would want a stream-K workspace for this shape
-// on `sms` SMs (assuming every SM holds a block: the grid it plans for); without one it runs data-parallel.
-inline bool wants_workspace(int M, int N, int K, int batch, int sms, int block_n = 0, int k_splits = 0) {
-  const TilePlan plan = plan_forced(M, N, K, batch, sms, block_n, k_splits);
+// Whether launch() with these knobs (block_n, k_splits, block_m: 0 by shape) would want a stream-K workspace for this
+// shape on `sms` SMs (assuming every SM holds a block: the grid it plans for); without one it runs data-parallel.
+inline bool wants_workspace(int M, int N, int K, int batch, int sms, int block_n = 0, int k_splits = 0,
+                            int block_m = 0) {
+  const TilePlan plan = plan_forced(M, N, K, batch, sms, block_n, k_splits, block_m);
   if (plan.k_splits > 1) return false;  // split tiles take no stream-K
   const int cm = plan.cm();
-  const int64_t super_tiles = tile_count(M, N, batch, cm * kBM, plan.bn);
+  const int64_t super_tiles = tile_count(M, N, batch, cm * plan.bm, plan.bn);
   const Workspace any{reinterpret_cast<void*>(uintptr_t{16}), workspace_bytes(sms)};  // a stand-in: size only
   return plan_stream_k(super_tiles, sms / cm, ceil_div(K, kBK), cm, -1, any).partials != nullptr;
 }
@@ -920,8 +964,12 @@ template <bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_layout(int M, int N, int K, int batch, const Operand& a, const Operand& b, void* c, int sms,
                           const LaunchOptions& opt, const Workspace& ws, cudaStream_t stream, const Epilogue& epi) {
   const int blocks = opt.max_blocks > 0 ? opt.max_blocks : sms;
-  const TilePlan plan = plan_forced(M, N, K, batch, blocks, opt.block_n, opt.k_splits);
+  const TilePlan plan = plan_forced(M, N, K, batch, blocks, opt.block_n, opt.k_splits, opt.block_m);
   const int g = opt.group_m, sk = opt.stream_k;
+  if (plan.bm == Short::kBM) {
+    return launch_typed<Short, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, plan.k_splits,
+                                                    epi);
+  }
   if (plan.bn == Narrow::BN) {
     return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, plan.k_splits,
                                                      epi);
