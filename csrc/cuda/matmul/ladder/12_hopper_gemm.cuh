@@ -275,7 +275,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (tma_store) hopper::prefetch_tensor_map(&tm_c);
   }
   hopper::init_ring(full_bar, empty_bar, S, kConsumers * CM);
-  hopper::cluster_sync();  // the peer's multicast and arrivals may target our barriers from now on
+  // The peer's multicast and arrivals may target our barriers from now on. Blocks that do not multicast (split-K
+  // clusters: their peers read this block's shared memory only after a later cluster barrier) need only their own.
+  if constexpr (CM > 1) {
+    hopper::cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   const uint32_t rank = CM > 1 ? hopper::cluster_rank() : 0;
   // Blocks of a cluster: CM tiles stacked along M sharing B, or k_splits blocks sharing one tile's k-slabs.
@@ -283,11 +289,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int k_rank = k_splits > 1 ? static_cast<int>(hopper::cluster_rank()) : 0;
   const int64_t cluster_id = blockIdx.x / cluster_size, clusters = gridDim.x / cluster_size;
   // This block's share of a tile's k-slabs [kb0, kb1): the k_rank-th of k_splits nearly equal parts.
+  // (k_splits is a power of two: shifts, not the divisions that sat on the producer's path to its first load.)
+  const int k_shift = __ffs(k_splits) - 1;
   const auto k_share = [&](int& kb0, int& kb1) {
     if (k_splits > 1) {
       const int n = kb1 - kb0, first = kb0;
-      kb0 = first + n * k_rank / k_splits;
-      kb1 = first + n * (k_rank + 1) / k_splits;
+      kb0 = first + ((n * k_rank) >> k_shift);
+      kb1 = first + ((n * (k_rank + 1)) >> k_shift);
     }
   };
   const int m_tiles = ceil_div(M, BM), n_tiles = ceil_div(N, BN);
@@ -298,7 +306,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // A super-tile's matrix of the batch, and its row and column in that matrix's grouped order (32-bit divisions,
   // as grouped_tile's: prepare_call keeps tile counts below 2^31).
   const auto locate = [&](int64_t tile, int& tp, int& tn, int& bi) {
-    if constexpr (!Cfg::kBatches) {
+    if (!Cfg::kBatches || batch == 1) {
       bi = 0;
       hopper::grouped_tile(tile, m_pairs, n_tiles, group_m, tp, tn);
       return;
@@ -665,7 +673,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     flush_pending(last);  // the last tile's last pass
   }
   if (threadIdx.x % 128 == 0) hopper::bulk_wait();  // the last tile's stores are done before the block exits
-  hopper::cluster_sync();                           // the peer may still arrive on our barriers until it is done
+  // The peer may still arrive on our barriers, or read the split sums, until it is done (a block of no cluster, or
+  // of a one-block one, has no peer).
+  if (CM > 1 || k_splits > 1) hopper::cluster_sync();
 #endif
 }
 
