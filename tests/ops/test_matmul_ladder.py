@@ -956,9 +956,10 @@ def test_step6_forced_splits(matmul_tuning, splits):
 # (2048, 3072, 512) 128 x 128 tiles where 128 x 256 would leave most of a second wave empty; (100, 17000, 200) 128 x
 # 128 tiles without multicast where 128 x 256's 2-CTA clusters (67 tiles) had an empty second block (one row tile);
 # 128 x 128 tiles without multicast at two row tiles (250, 4300, 520) and at a short K in one wave (700, 2000, 1000),
-# with it at a long K in one wave (600, 3000, 4100); 64 x 64 tiles unsplit where 128 x 64 ones would split (a short
-# K): one row tile (64, 64, 1030), two 64-row tiles for each 128-row one (100, 4100, 1000), four (256, 2000, 2000);
-# each with row, column and K tails.
+# with it at a long K in one wave (600, 3000, 4100); 128 x 128 tiles split 2 ways for a long K with more rows than
+# columns (1100, 500, 8200), 128 x 64 unsplit with fewer (500, 1100, 8200); 64 x 64 tiles unsplit where 128 x 64
+# ones would split (a short K): one row tile (64, 64, 1030), two 64-row tiles for each 128-row one (100, 4100,
+# 1000), four (256, 2000, 2000); each with row, column and K tails.
 STEP12_PLAN_SHAPES = [
     (200, 300, 2000),
     (130, 68, 4100),
@@ -974,6 +975,8 @@ STEP12_PLAN_SHAPES = [
     (600, 3000, 4100),
     (100, 4100, 1000),
     (256, 2000, 2000),
+    (1100, 500, 8200),
+    (500, 1100, 8200),
 ]
 
 

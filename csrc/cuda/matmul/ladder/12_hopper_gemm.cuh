@@ -898,7 +898,8 @@ inline double wave_fill(int64_t super_tiles, int64_t clusters) {
 // (97% of three).
 constexpr double kMinFillGain = 0.15;
 // The k-slabs from which 128 x 128 tiles split K instead of 128 x 64 ones: where 128 x 64 would split 4 ways or
-// more (K >= 4096), or not at all (K >= 8192).
+// more (K >= 4096), or not at all (K >= 8192) with more rows than columns: 2048x512x8192 40.4 us split against 47.7
+// unsplit 128 x 64, but 256x4096x14336 63.8 against 57.8 and 1024x1024x8192 42.0 against 35.0 (docs/matmul.md).
 constexpr int kSplit128MinSlabs = 64, kUnsplit64MinSlabs = 128;
 
 // The plan for `batch` M x N x K products on `sms` SMs (docs/matmul.md has the shapes measured):
@@ -909,7 +910,8 @@ constexpr int kSplit128MinSlabs = 64, kUnsplit64MinSlabs = 128;
 //   128 x 128 where 128 x 256 would leave much more of its last wave empty (kMinFillGain).
 // - Split-K: the 128 x 64 tile splits when few tiles leave SMs idle (most_k_splits). With at least a full row tile
 //   and a long K, 128 x 128 tiles split instead, as they read A half as often (kSplit128MinSlabs,
-//   kUnsplit64MinSlabs); where 128 x 64 splits 2 ways, or K is shorter, 128 x 64 measured faster. Where a split
+//   kUnsplit64MinSlabs: unsplit 128 x 64 tiles give way only where M > N); where 128 x 64 splits 2 ways, or K is
+//   shorter, 128 x 64 measured faster. Where a split
 //   128 x 64 tile would leave SMs idle at a short K, 64 x 64 tiles unsplit (short_pays).
 inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms, bool allow_short = true) {
   const auto tiles = [&](int bn) { return tile_count(M, N, batch, kBM, bn); };
@@ -929,7 +931,7 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms, bool allow_s
     const int k_slabs = ceil_div(K, kBK);
     const bool fills = tiles(Mid::BN) * splits * 2 > sms;  // more than half the SMs busy
     if ((narrow.k_splits >= 4 && k_slabs >= kSplit128MinSlabs && fills) ||
-        (narrow.k_splits == 1 && k_slabs >= kUnsplit64MinSlabs && splits >= 2))
+        (narrow.k_splits == 1 && k_slabs >= kUnsplit64MinSlabs && splits >= 2 && M > N))
       return plan_128(M, N, K, batch, sms, splits);
   }
   return narrow;
