@@ -6,7 +6,8 @@
 // tiles 128 x 64, 128 x 128 and 128 x 256 (wgmma m64nNk16 with N = 64, 128, 256; the ring as deep as shared
 // memory allows for each) and the launcher picks, per shape, the widest tile that still gives (nearly) every SM
 // work. The 128 x 64 tile runs without the 2-CTA cluster: half of a 64-wide B slab is narrower than one
-// 128-byte swizzle row, and small problems read little from L2 anyway.
+// 128-byte swizzle row, and small problems read little from L2 anyway. A 64 x 64 tile of one consumer warpgroup
+// (Short) doubles the tiles of a few-hundred-row product where 128 x 64 ones would leave SMs idle or split a short K.
 // The epilogue writes the accumulators to shared memory with stmatrix (four 8 x 8 matrices per instruction, in
 // wgmma's fragment layout as it is: a quarter of step 11's st.shared instructions); the narrower tiles' buffers
 // hold the consumer's whole tile, so TMA stores it in one go. The 128 x 256 tile keeps a 4-deep ring and a
