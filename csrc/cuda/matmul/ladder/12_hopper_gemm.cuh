@@ -52,13 +52,13 @@ constexpr int kBK = 64;                       // k per ring slot: one 128-byte s
 [[maybe_unused]] constexpr int kWgmmaK = 16;  // k per wgmma instruction
 constexpr int kSwizzleCols = 64;              // elements in one 128-byte swizzled row
 [[maybe_unused]] constexpr uint32_t kBoxBytes = 64 * kSwizzleCols * 2;  // one 64 x 64 box of 16-bit elements: 8 KB
-constexpr int kConsumers = 2;  // consumer warpgroups of every configuration but Short's (the stream-K workspace's)
+constexpr int kMaxConsumers = 2;  // consumer warpgroups of every configuration but Short's (the stream-K workspace's)
 [[maybe_unused]] constexpr int kProducerRegs = 40;  // setmaxnreg budgets: 128 * 40 + 256 * 232 = 384 * 168
 [[maybe_unused]] constexpr int kConsumerRegs = 232;
-constexpr uint32_t kSwizzleAtom = 1024;             // bytes of 8 swizzled 128-byte rows: the pattern's period
-constexpr int kSwizzleRows = 8;                     // rows of that period
-constexpr size_t kMaxSmem = 227 * 1024;             // dynamic shared memory one block may opt into on the H100
-constexpr uint32_t kSplitBarrier = 1 + kConsumers;  // named barrier of both consumers (1 + c: consumer c alone)
+constexpr uint32_t kSwizzleAtom = 1024;                // bytes of 8 swizzled 128-byte rows: the pattern's period
+constexpr int kSwizzleRows = 8;                        // rows of that period
+constexpr size_t kMaxSmem = 227 * 1024;                // dynamic shared memory one block may opt into on the H100
+constexpr uint32_t kSplitBarrier = 1 + kMaxConsumers;  // named barrier of both consumers (1 + c: consumer c alone)
 [[maybe_unused]] constexpr int kGroupRows =
     16;  // row tiles per group of the tile order (group_m = kGroupRows / cluster)
 
@@ -67,7 +67,7 @@ constexpr uint32_t kSplitBarrier = 1 + kConsumers;  // named barrier of both con
 // passes, each waiting until TMA has read the previous one). Woven (with more than one pass): the last pass of a
 // tile stored by TMA is kept in registers and written to the buffer between the wgmma of the next tile's second
 // k-slab (see the consumer's main loop). Consumers: consumer warpgroups, 64 tile rows each (wgmma's M).
-template <int BN_, int CM_, int S_, int OutCols_, bool Woven_ = false, int Consumers_ = kConsumers>
+template <int BN_, int CM_, int S_, int OutCols_, bool Woven_ = false, int Consumers_ = kMaxConsumers>
 struct Config {
   static constexpr int BN = BN_, CM = CM_, S = S_, kOutCols = OutCols_;
   static constexpr int kConsumers = Consumers_;
@@ -75,7 +75,7 @@ struct Config {
   static constexpr int kThreads = 128 * (1 + kConsumers);  // the producer warpgroup and the consumers
   // Two consumers move registers from the producer (setmaxnreg); one has enough at launch (255 a thread) and does not.
   static constexpr bool kSetMaxNReg = kConsumers > 1;
-  static_assert(kConsumers == 1 || kConsumers == ::cuda_kernels::matmul_ladder::wgmma12::kConsumers,
+  static_assert(kConsumers == 1 || kConsumers == kMaxConsumers,
                 "one or two consumers (the stream-K workspace holds two a block)");
   static_assert(!kSetMaxNReg || hopper::setmaxnreg_fits(kThreads, kProducerRegs, kConsumerRegs),
                 "the warpgroups' register budgets fit the block's launch allocation");
@@ -128,7 +128,7 @@ struct StreamK {
   uint64_t epoch;    // unique per launch (nonzero); the owner resets the flag to 0 after reading
   int64_t dp_tiles;  // super-tiles [0, dp_tiles) are data-parallel; the rest are split along K
 };
-constexpr int kPartialFloats = kConsumers * 128 * 128;  // per block: the widest tile's accumulators
+constexpr int kPartialFloats = kMaxConsumers * 128 * 128;  // per block: the widest tile's accumulators
 
 // What one cluster does, in order: whole super-tiles cluster_id, cluster_id + clusters, ... below dp_tiles (every
 // full wave), then its share of the k-slabs of the remaining super-tiles (fewer than `clusters`: the last,
@@ -471,9 +471,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // This consumer's slice of a block's partial tile: value i of thread t at [i / 4][t][i % 4] (float4 stores,
     // each warp writing 512 contiguous bytes).
     const auto partial_of = [&](int64_t block) {
-      return reinterpret_cast<float4*>(sk.partials + (block * wgmma12::kConsumers + consumer) * (128 * 128)) + t;
+      return reinterpret_cast<float4*>(sk.partials + (block * kMaxConsumers + consumer) * (128 * 128)) + t;
     };
-    const auto flag_of = [&](int64_t block) { return sk.flags + block * wgmma12::kConsumers + consumer; };
+    const auto flag_of = [&](int64_t block) { return sk.flags + block * kMaxConsumers + consumer; };
     for_each_work(
         cluster_id, clusters, tiles, sk.dp_tiles, k_slabs,
         [&](int64_t tile, int kb0, int kb1, Role role, int contributors) {
@@ -697,7 +697,7 @@ struct Workspace {
 };
 // Bytes of workspace a grid of `blocks` blocks uses: a partial tile and a flag per consumer of each block.
 inline size_t workspace_bytes(int blocks) {
-  return static_cast<size_t>(blocks) * (kPartialFloats * sizeof(float) + kConsumers * sizeof(uint64_t));
+  return static_cast<size_t>(blocks) * (kPartialFloats * sizeof(float) + kMaxConsumers * sizeof(uint64_t));
 }
 constexpr int kMinStreamKSlabs = 16;  // shorter K: a tile's fixup (a 128 KB round trip through L2) costs too much
 // Stream-K is used when the last wave would leave more than this fraction of the clusters idle (a nearly full
@@ -912,8 +912,8 @@ constexpr int kSplit128MinSlabs = 64, kUnsplit64MinSlabs = 128;
 // - Split-K: the 128 x 64 tile splits when few tiles leave SMs idle (most_k_splits). With at least a full row tile
 //   and a long K, 128 x 128 tiles split instead, as they read A half as often (kSplit128MinSlabs,
 //   kUnsplit64MinSlabs: unsplit 128 x 64 tiles give way only where M > N); where 128 x 64 splits 2 ways, or K is
-//   shorter, 128 x 64 measured faster. Where a split
-//   128 x 64 tile would leave SMs idle at a short K, 64 x 64 tiles unsplit (short_pays).
+//   shorter, 128 x 64 measured faster. Where a split 128 x 64 tile would leave SMs idle at a short K, 64 x 64 tiles
+//   unsplit (short_pays).
 inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms, bool allow_short = true) {
   const auto tiles = [&](int bn) { return tile_count(M, N, batch, kBM, bn); };
   const auto super_tiles = [&](int bn) { return tile_count(M, N, batch, 2 * kBM, bn); };  // of 2-CTA clusters
@@ -942,15 +942,14 @@ inline TilePlan plan_tiles(int M, int N, int K, int batch, int sms, bool allow_s
 // a forced tile splits by shape), the tile width block_n (a forced 128 x 64 tile still splits by shape; with
 // block_m 64 only 64) and k_splits (the 128 x 256 tile does not split); 0 leaves plan_tiles's choice.
 inline TilePlan plan_forced(int M, int N, int K, int batch, int sms, int block_n, int k_splits, int block_m = 0) {
-  TilePlan plan = plan_tiles(M, N, K, batch, sms, block_m != kBM);
-  const bool short_tile =
-      block_m == Short::kBM || (block_m == 0 && plan.bm == Short::kBM && (block_n == 0 || block_n == Short::BN));
-  if (short_tile) {
+  // A forced 128-row tile, or a width Short does not have, leaves Short out of plan_tiles's choice.
+  const bool allow_short = block_m != kBM && (block_n == 0 || block_n == Short::BN);
+  TilePlan plan = plan_tiles(M, N, K, batch, sms, allow_short);
+  if (block_m == Short::kBM || plan.bm == Short::kBM) {
     if (plan.bm != Short::kBM) plan = plan_short(M, N, K, batch, sms);
     if (k_splits > 0) plan.k_splits = k_splits;
     return plan;
   }
-  if (plan.bm != kBM) plan = plan_tiles(M, N, K, batch, sms, false);  // block_n forced beside Short's plan
   if (block_n != 0 && block_n != plan.bn) {
     plan = block_n == Narrow::BN ? plan_64(M, N, K, batch, sms)
            : block_n == Mid::BN  ? plan_128(M, N, K, batch, sms, 1)
