@@ -219,21 +219,27 @@ __device__ __forceinline__ float2 bias_pair(const uint16_t* bias, int col, int N
 }
 
 // Applies the epilogue to accumulator groups of the wgmma layout: acc[4j + h] is in column col0 + 8j + h % 2 (rows
-// do not matter: bias is per column). Compiled once per activation; the bias pair of a group is read once.
+// do not matter: bias is per column). The bias is added in one loop and the activation applied in another, compiled
+// once per activation: with the bias inside each activation's loop (its three sources in every copy) and a call per
+// store path, the fused epilogue was most of step 12's PTX and of its build time (docs/matmul.md).
 // staged: this thread's first bias pair in the tile's copy in shared memory (the next pairs 4 words apart), or
 // nullptr to read bias from global memory.
 template <bool kBf16, int kN>
 __device__ __forceinline__ void apply_epilogue(float (&acc)[kN], const Epilogue& epi, int col0, int N,
                                                const uint32_t* staged = nullptr) {
-  with_activation(epi.act, [&](auto act) {
+  if (epi.bias != nullptr) {
 #pragma unroll
     for (int j = 0; j < kN / 4; ++j) {
-      const float2 b = epi.bias == nullptr ? make_float2(0.f, 0.f)
-                       : staged != nullptr ? pair_of_bits<kBf16>(staged[4 * j])
-                                           : bias_pair<kBf16>(epi.bias, col0 + 8 * j, N);
+      const float2 b =
+          staged != nullptr ? pair_of_bits<kBf16>(staged[4 * j]) : bias_pair<kBf16>(epi.bias, col0 + 8 * j, N);
 #pragma unroll
-      for (int h = 0; h < 4; ++h) acc[4 * j + h] = activate<act.value>(acc[4 * j + h] + (h % 2 == 0 ? b.x : b.y));
+      for (int h = 0; h < 4; ++h) acc[4 * j + h] += h % 2 == 0 ? b.x : b.y;
     }
+  }
+  if (epi.act == Activation::kNone) return;
+  with_activation(epi.act, [&](auto act) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) acc[i] = activate<act.value>(acc[i]);
   });
 }
 
@@ -617,9 +623,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           // for h >= 2), column 8j + 2 * (lane % 4) + h % 2 of this consumer's 64 x BN tile.
           // Passes of kOutCols columns through the buffer; with Cfg::kWoven the last one is kept for the next
           // tile's main loop (or stored at the end).
-          // linear's bias and activation (apply_epilogue) are applied inside each branch, not before them: there the
-          // woven pass's registers (`last`) are dead in the TMA branch, and live beside the 128 accumulators they
-          // made the 128 x 256 tile spill.
+          // linear's bias and activation (apply_epilogue) once, before the two store paths: the code of each is
+          // large (an unrolled loop per activation).
           const int epi_col0 = tn * BN + 2 * (lane % 4);
           const uint32_t* staged = nullptr;
           if (stage_bias) {
@@ -627,9 +632,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             hopper::named_barrier_sync(1 + consumer, 128);  // every thread's pair has landed
             staged = bias_stage + lane % 4;
           }
+          if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N, staged);
           if (tma_store) {
             // (store_pass's barrier keeps the staged pairs until every thread has read them.)
-            if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N, staged);
 #pragma unroll
             for (int pass = 0; pass < Cfg::kPasses; ++pass) {
               if (Cfg::kWoven && pass == Cfg::kPasses - 1) {
@@ -645,7 +650,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             }
             return;
           }
-          if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N, staged);
           // The next tile's copies overwrite the staged pairs only after every thread has read them.
           if (stage_bias) hopper::named_barrier_sync(1 + consumer, 128);
           const int row0 = tm * BM + consumer * 64 + warp * 16 + lane / 4;
