@@ -109,6 +109,8 @@ def run_script(tmp_path, errors: int, **env: str) -> subprocess.CompletedProcess
         SANITIZE_TOOLS="memcheck racecheck",
         SANITIZE_TESTS=str(tiny),
         SANITIZE_LOG_DIR=str(tmp_path / "logs"),
+        # The tiny test needs no plugin; loading them (hypothesis, xdist) was most of each of its pytest runs.
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
         **env,
     )
     return subprocess.run(["bash", SCRIPT], env=full_env, capture_output=True, text=True, timeout=300, cwd=ROOT)

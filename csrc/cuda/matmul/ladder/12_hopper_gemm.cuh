@@ -632,9 +632,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             hopper::named_barrier_sync(1 + consumer, 128);  // every thread's pair has landed
             staged = bias_stage + lane % 4;
           }
+          // In the TMA path store_pass's barrier keeps the staged pairs until every thread has read them.
           if (epi.active()) apply_epilogue<kBf16>(acc, epi, epi_col0, N, staged);
           if (tma_store) {
-            // (store_pass's barrier keeps the staged pairs until every thread has read them.)
 #pragma unroll
             for (int pass = 0; pass < Cfg::kPasses; ++pass) {
               if (Cfg::kWoven && pass == Cfg::kPasses - 1) {
