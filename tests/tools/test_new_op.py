@@ -5,10 +5,10 @@ writes nothing, a generation of each kind (elementwise, the default; --kind roww
 files and the insertions above each marker (with --schema, in the C++ and Python types of the schema's arguments),
 its kernel file includes no ATen header, and its output is ruff- and clang-format-clean (where those tools are on
 PATH). Nothing here assumes which ops the checkout has: a checkout with ops added by the generator passes too (CI's
-step "new ops" checks that).
+lane A checks that).
 
 End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1: the build alone takes 1-2 minutes on 2 cores;
-CI's step "new ops" sets it for the compile checks, its own build of a copy standing in for the CPU end to end): an
+CI's lane A sets it for the compile checks, its own build of a copy standing in for the CPU end to end): an
 op of each kind generated in a copy; built CPU-only in place (setup.py build_ext --inplace: the installed package
 keeps pointing at this checkout), their generated tests pass there and the benchmark runs each once; nvcc compiles
 their CUDA kernels for sm_80 and sm_90a and the host
@@ -536,7 +536,7 @@ def test_command_line(repo):
 # End to end: build, test and benchmark a generated op; compile its CUDA kernel.
 
 requires_e2e = pytest.mark.skipif(
-    not E2E, reason=f"builds a copy of the repo (minutes): set {E2E_ENV}=1 (as CI's 'new op' step does)"
+    not E2E, reason=f"builds a copy of the repo (minutes): set {E2E_ENV}=1 (as CI's lane A does)"
 )
 
 
