@@ -31,7 +31,8 @@ copy of the runtime (such a binary crashes on the first error message that forma
 the binary's DT_NEEDED entries are checked: one without a shared libstdc++ is deleted and the build stops with the fix.
 
 Object files are kept in build/<variant>/ (cpu, cuda, cuda-debug, cuda-lineinfo, ...) so that a rebuild after
-editing one file recompiles only that file.
+editing one file recompiles only that file. The CPU library's are in build/cpu/ (or cpu-debug/) in a CUDA build too:
+its flags are the same in both kinds, so a CUDA build after a CPU-only one compiles only the CUDA library.
 
 Every decision above is made by build_plan() in cuda_kernels/tools/build_config.py, which the JIT loader
 (CUDA_KERNELS_JIT=1, cuda_kernels/tools/jit.py) calls too: this file only carries the plan out.
@@ -131,7 +132,7 @@ class BuildExt(BuildExtension):
                 path.unlink()
 
     def build_extension(self, ext):
-        self.build_temp = os.path.join(ROOT, "build", plan.variant, ext.name.split(".")[-1])
+        self.build_temp = os.path.join(ROOT, "build", plan.object_folder(ext.name.split(".")[-1]))
         # setuptools links into build/lib* and copies to the source tree afterwards: a binary refused here never
         # reaches cuda_kernels/. It skips the link when that binary is newer than the objects, so one left by an
         # earlier build with a static C++ runtime is deleted first, to be linked again.

@@ -61,9 +61,10 @@ STABLE_TORCH_LIBRARY_IMPL(cuda_kernels, CUDA, m) {
   // cuda_kernels.new: CUDA registrations above this line
 }
 
-// Private, CUDA library only: the CUDA matmul's kernels and tuning knobs, and the toolkit it was built with.
+// Private, CUDA library only: the CUDA matmul's kernels and tuning knobs, the toolkit and archs it was built with.
 STABLE_TORCH_LIBRARY_FRAGMENT(cuda_kernels, m) {
   m.def("_cuda_build_version() -> str");
+  m.def("_cuda_archs() -> str");
   m.def("_matmul_kernels() -> (int[], str[], str[])");
   m.def("_matmul_default_kernel(str dtype, int device=-1) -> (int, str, str)");
   m.def("_matmul_unmet_need(int variant, str dtype, int device=-1) -> str");
@@ -72,6 +73,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(cuda_kernels, m) {
 
 STABLE_TORCH_LIBRARY_IMPL(cuda_kernels, CompositeExplicitAutograd, m) {
   m.impl("_cuda_build_version", TORCH_BOX(&cuda_build_version));
+  m.impl("_cuda_archs", TORCH_BOX(&cuda_archs_tag));
   m.impl("_matmul_kernels", TORCH_BOX(&matmul_kernels));
   m.impl("_matmul_default_kernel", TORCH_BOX(&matmul_default_kernel));
   m.impl("_matmul_unmet_need", TORCH_BOX(&matmul_unmet_need));

@@ -1,6 +1,7 @@
 // What the Python package asks the binary, registered as private ops in csrc/api.cpp: how it was built
-// (cuda_kernels.build_info()) and which build of the CPU kernels runs. The CUDA library answers the CUDA questions
-// (csrc/cuda/matmul/dispatch.cpp).
+// (cuda_kernels.build_info()) and which build of the CPU kernels runs. The CUDA library answers the CUDA questions,
+// the archs among them (csrc/cuda/matmul/dispatch.cpp), so that this library compiles to the same objects in a
+// CPU-only and a CUDA build (setup.py keeps one copy of them: cuda_kernels/tools/build_config.py).
 #include <torch/headeronly/version.h>
 
 #include <cstdint>
@@ -13,12 +14,6 @@
 #ifndef CUDA_KERNELS_DEBUG
 #define CUDA_KERNELS_DEBUG 0
 #endif
-#ifndef CUDA_KERNELS_ARCHS
-#define CUDA_KERNELS_ARCHS none
-#endif
-#define CUDA_KERNELS_STR_(x) #x
-#define CUDA_KERNELS_STR(x) CUDA_KERNELS_STR_(x)
-
 namespace cuda_kernels {
 
 std::vector<std::string> build_info() {
@@ -28,8 +23,7 @@ std::vector<std::string> build_info() {
                                  std::to_string(TORCH_VERSION_PATCH);
   const std::string target =
       std::to_string((TORCH_TARGET_VERSION >> 56) & 0xff) + "." + std::to_string((TORCH_TARGET_VERSION >> 48) & 0xff);
-  return {std::string("debug=") + (CUDA_KERNELS_DEBUG ? "1" : "0"),
-          std::string("archs_tag=") + CUDA_KERNELS_STR(CUDA_KERNELS_ARCHS), "torch_version=" + built_with,
+  return {std::string("debug=") + (CUDA_KERNELS_DEBUG ? "1" : "0"), "torch_version=" + built_with,
           "torch_target=" + target};
 }
 

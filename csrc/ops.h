@@ -58,7 +58,8 @@ Tensor linear_cuda(const Tensor& x, const Tensor& weight, const OptTensor& bias,
 // cuda_kernels.new: declarations above this line
 
 // What the Python package asks the binary, registered as private ops (csrc/api.cpp).
-// csrc/introspection.cpp: how the binary was built, as "key=value" strings; the CPU kernels' build that runs, after
+// csrc/introspection.cpp: how the CPU library was built, as "key=value" strings (the same in a CPU-only and a CUDA
+// build: the CUDA library answers for the archs, cuda_archs_tag); the CPU kernels' build that runs, after
 // torch's choice (torch.backends.cpu.get_cpu_capability(), which the package passes in once at import).
 std::vector<std::string> build_info();
 std::string cpu_capability(std::string torch_choice);
@@ -75,5 +76,8 @@ std::string matmul_unmet_need(int64_t variant, std::string dtype_name, int64_t d
 std::string matmul_tuning(std::string knob, std::string value);
 // The CUDA toolkit the CUDA library was built with, e.g. "13.0".
 std::string cuda_build_version();
+// The archs the CUDA library was compiled for, as the build's arch tag (cuda_kernels/tools/build_config.py
+// arch_tag): "80__90a" for "8.0;9.0a".
+std::string cuda_archs_tag();
 
 }  // namespace cuda_kernels

@@ -65,7 +65,8 @@ def build_info() -> dict[str, Any]:
     """How the loaded extension was built.
 
     Keys: mode ("installed" or "jit"), cuda (bool: the CUDA kernels are loaded; a CUDA build under a CPU-only torch
-    leaves them out), archs (the CUDA archs built, like ["8.0", "9.0a", "9.0+PTX"]; empty for a CPU-only build), debug
+    leaves them out), archs (the CUDA archs the loaded CUDA kernels were built for, like ["8.0", "9.0a", "9.0+PTX"];
+    empty without them), debug
     (bool), torch (the torch whose headers built it), torch_target (the oldest torch it runs under: its stable-ABI
     target, e.g. "2.11"), cuda_version (the toolkit the CUDA kernels were built with, or None), torch_runtime (the
     torch imported now), path (the loaded CPU library), cuda_path (the loaded CUDA library, or None), matmul (what
@@ -80,7 +81,7 @@ def build_info() -> dict[str, Any]:
     return {
         "mode": _MODE,
         "cuda": cuda,
-        "archs": decode_arch_tag(raw["archs_tag"]) if raw["archs_tag"] != "none" else [],
+        "archs": decode_arch_tag(torch.ops.cuda_kernels._cuda_archs()) if cuda else [],
         "debug": raw["debug"] == "1",
         "torch": raw["torch_version"],
         "torch_target": raw["torch_target"],

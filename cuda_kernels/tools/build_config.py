@@ -260,8 +260,8 @@ def _cc_to_arch(cc: str) -> str:
     return f"{cc[:-1]}.{cc[-1]}{suffix}"
 
 
-# The arch tag: the arch list as one C identifier, baked into the binary as CUDA_KERNELS_ARCHS (no quoting needed)
-# and read back by build_info(). "." is dropped (the minor version is always one digit), "+PTX" -> "_PTX",
+# The arch tag: the arch list as one C identifier, baked into the CUDA library as CUDA_KERNELS_ARCHS (no quoting
+# needed) and read back by build_info(). "." is dropped (the minor version is always one digit), "+PTX" -> "_PTX",
 # ";" -> "__": "8.0;9.0a;12.0+PTX" <-> "80__90a__120_PTX".
 
 
@@ -271,6 +271,11 @@ def arch_tag(arch_list: str | None) -> str:
         return "native"
     entries = normalize_arch_list(arch_list).split(";")
     return "__".join(e.replace("+PTX", "_PTX").replace(".", "") for e in entries)
+
+
+def arch_define(arch_list: str | None) -> str:
+    """The CUDA library's -D flag that names the archs it is compiled for (build_info() reads it back)."""
+    return f"-DCUDA_KERNELS_ARCHS={arch_tag(arch_list)}"
 
 
 def max_jobs(env: Mapping[str, str] = os.environ) -> int:
@@ -420,16 +425,21 @@ class BuildPlan:
     arch_why: str | None  # where arch_list came from (resolve_arch_list); None for a CPU-only build
     debug: bool  # DEBUG=1
     lineinfo: bool  # LINEINFO=1 (nvcc -lineinfo; no effect on a CPU-only build)
-    defines: tuple[str, ...]  # -D flags given to both compilers; CUDA_KERNELS_ARCHS is what build_info() reads
-    cxx_flags: tuple[str, ...]  # both libraries'; CUDA_LIBRARY adds CUDA_LIBRARY_DEFINES
-    nvcc_flags: tuple[str, ...]  # () for a CPU-only build
+    defines: tuple[str, ...]  # -D flags given to both compilers and both libraries
+    cxx_flags: tuple[str, ...]  # both libraries'; CUDA_LIBRARY adds CUDA_LIBRARY_DEFINES and arch_define
+    nvcc_flags: tuple[str, ...]  # () for a CPU-only build; arch_define included
+    # -DCUDA_KERNELS_ARCHS=<arch_tag>, which build_info() reads (through the CUDA library), or None for a CPU-only
+    # build. Only the CUDA library gets it: CPU_LIBRARY's flags, and so its objects, are the same in either kind of build.
+    arch_define: str | None
     link_args: tuple[str, ...]  # [-g], -fopenmp, the C++ runtime torch loaded (cxx_runtime)
     cxx_runtime: str | None  # the libstdc++ named on the link; None: none (not Linux, or switched off)
     libraries: tuple[tuple[str, tuple[str, ...]], ...]  # ((name, sources), ...): CPU_LIBRARY, then CUDA_LIBRARY
     include_dirs: tuple[str, ...]
     max_jobs: int
-    # setup.py's object folder build/<variant>: "cpu", "cuda", "cuda-debug", "cuda-lineinfo", ... Objects of one
-    # variant are reused across rebuilds (ninja sees changed flags by itself), so DEBUG on and off stay warm.
+    # setup.py's object folders build/<variant>/<library>: "cpu", "cuda", "cuda-debug", "cuda-lineinfo", ... Objects
+    # of one variant are reused across rebuilds (ninja sees changed flags by itself), so DEBUG on and off stay warm.
+    # CPU_LIBRARY's objects are in the CPU-only build's folder in a CUDA build too (object_folder): its flags are the
+    # same, so after a CPU-only build a CUDA build compiles only the CUDA library (CI builds both kinds so).
     variant: str
     # The JIT cache folder's name (the JIT adds the checkout): also the Python ABI, torch version, CUDA version and
     # archs, since one cache serves every environment of a user: "py311-torch2.14.1-cu13.0-80__90a-debug",
@@ -445,8 +455,16 @@ class BuildPlan:
     def library_flags(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(g++ flags, nvcc flags) of one library."""
         if name == CUDA_LIBRARY:
-            return (*self.cxx_flags, *CUDA_LIBRARY_DEFINES), (*self.nvcc_flags, *CUDA_LIBRARY_DEFINES)
+            arch = (self.arch_define,) if self.arch_define else ()
+            return (*self.cxx_flags, *CUDA_LIBRARY_DEFINES, *arch), (*self.nvcc_flags, *CUDA_LIBRARY_DEFINES)
         return self.cxx_flags, ()
+
+    def object_folder(self, name: str) -> str:
+        """setup.py's object folder of one library, relative to build/: <variant>/<name>, except that CPU_LIBRARY
+        is always in the CPU-only variant's folder (cpu, cpu-debug), which its flags do not depend on."""
+        if name == CPU_LIBRARY:
+            return os.path.join("cpu-debug" if self.debug else "cpu", name)
+        return os.path.join(self.variant, name)
 
     @property
     def build_env(self) -> dict[str, str]:
@@ -523,6 +541,7 @@ def build_plan(env: Mapping[str, str] = os.environ, torch_info: TorchInfo | None
         defines=tuple(defines),
         cxx_flags=tuple(cxx_flags),
         nvcc_flags=tuple(nvcc_flags) if with_cuda else (),
+        arch_define=arch_define(arch_list) if with_cuda else None,
         link_args=(*(["-g"] if debug else []), *openmp_flags(), *cxx_runtime),
         cxx_runtime=cxx_runtime[0] if cxx_runtime else None,
         libraries=tuple((name, tuple(srcs)) for name, srcs in sources(with_cuda).items()),
@@ -560,14 +579,13 @@ def _choose_cuda(
 def _compiler_flags(
     with_cuda: bool, arch_list: str | None, debug: bool, lineinfo: bool, cxx11_abi: bool | None, env: Mapping[str, str]
 ) -> tuple[list[str], list[str], list[str]]:
-    """(defines, g++ flags, nvcc flags). cxx11_abi is passed explicitly to g++ and to nvcc's host compiler, so a host
+    """(defines, g++ flags, nvcc flags: with arch_define). cxx11_abi is passed explicitly to g++ and to nvcc's host compiler, so a host
     compiler whose default libstdc++ ABI differs from torch's cannot build an extension whose std::string objects
     crash when they cross into libc10."""
     defines = [
         *([f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}"] if cxx11_abi is not None else []),
         *STABLE_DEFINES,
         f"-DCUDA_KERNELS_DEBUG={int(debug)}",
-        f"-DCUDA_KERNELS_ARCHS={arch_tag(arch_list) if with_cuda else 'none'}",
     ]
     # Python's own CFLAGS, which setuptools puts first on every g++ line, carry -g: full debug info of torch's
     # headers makes api.cpp compile a third slower and its object ~25x larger. -g1, later on the line, wins: line
@@ -581,7 +599,7 @@ def _compiler_flags(
     # value, on which g++ -Wall warns and notes dozens of times per file (GCC 12 cannot silence these two with
     # `#pragma GCC diagnostic`). Neither can point at a bug of ours.
     cxx = [*opt, *defines, *openmp_flags(), "-Wno-unknown-pragmas", "-Wno-psabi"]
-    nvcc = [*defines]
+    nvcc = [*defines, arch_define(arch_list)]
     if debug:
         nvcc += ["-O0", "-g", "-G"]
     else:

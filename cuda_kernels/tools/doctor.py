@@ -11,6 +11,7 @@ The checks are pure functions of the facts (check_archs, check_nvcc, ...), so te
 from __future__ import annotations
 
 import ctypes
+import glob
 import importlib.util
 import os
 import platform
@@ -289,6 +290,13 @@ def gather() -> Facts:
     )
 
 
+def cuda_library_built(bi: dict[str, Any]) -> bool:
+    """The build made a CUDA library: it is loaded, or (under a CPU-only torch, which leaves it out) it lies beside
+    the CPU library."""
+    folder = os.path.dirname(bi["path"] or "")
+    return bool(bi["cuda"] or (folder and glob.glob(os.path.join(glob.escape(folder), "_C_cuda*.so"))))
+
+
 def static_problems(f: Facts) -> list[str]:
     """Every mismatch visible without running anything."""
     problems = [check_nvcc(f.nvcc, f.torch_cuda), check_driver(f.driver_cuda, f.torch_cuda)]
@@ -301,7 +309,9 @@ def static_problems(f: Facts) -> list[str]:
     if f.build_info is not None:
         bi = f.build_info
         problems.append(check_torch_target(bi["torch_target"], f.torch))
-        problems.append(check_built_cuda(bool(bi["archs"]), bi["cuda"], bi["cuda_version"], f.torch_cuda, len(f.gpus)))
+        problems.append(
+            check_built_cuda(cuda_library_built(bi), bi["cuda"], bi["cuda_version"], f.torch_cuda, len(f.gpus))
+        )
         if bi["cuda"]:
             problems += [check_archs(bi["archs"], g.cc, f"GPU {g.index} ({g.name})") for g in f.gpus]
     return list(dict.fromkeys(p for p in problems if p))  # in order, without repeats
@@ -435,7 +445,11 @@ def report(f: Facts) -> list[str]:
         )
         lines.append(
             f"                stable ABI: runs under torch >= {bi['torch_target']}; torch {f.torch} is imported"
-            + ("" if bi["cuda"] or not bi["archs"] else "; its CUDA kernels are not loaded (a CPU-only torch)")
+            + (
+                ""
+                if bi["cuda"] or not cuda_library_built(bi)
+                else "; its CUDA kernels are not loaded (a CPU-only torch)"
+            )
         )
         lines.append(
             f"                {bi['path']}" + (f"\n                {bi['cuda_path']}" if bi["cuda_path"] else "")

@@ -205,7 +205,8 @@ def test_plan_without_cuda_says_why_and_asks_no_gpu(toolkit):
     plan = bc.build_plan({"WITH_CUDA": "0", "CUDA_HOME": toolkit}, fake_torch(caps=None))
     assert not plan.with_cuda and plan.why == "WITH_CUDA=0"
     assert plan.arch_list is None and plan.arch_why is None and plan.nvcc_flags == ()
-    assert "-DCUDA_KERNELS_ARCHS=none" in plan.cxx_flags and set(bc.STABLE_DEFINES) <= set(plan.cxx_flags)
+    assert set(bc.STABLE_DEFINES) <= set(plan.cxx_flags) and plan.arch_define is None
+    assert not any(f.startswith("-DCUDA_KERNELS_ARCHS") for f in plan.cxx_flags)
     assert [lib for lib, _ in plan.libraries] == [bc.CPU_LIBRARY]
     assert all(s.endswith(".cpp") for s in plan.sources) and plan.sources == tuple(bc.sources(False)[bc.CPU_LIBRARY])
     assert plan.variant == "cpu" and plan.tag.endswith("-torch2.14.1-cpu") and plan.tag.startswith("py3")
@@ -265,7 +266,8 @@ def test_plan_takes_the_arch_list_from_the_env_then_the_gpus_then_nvcc(toolkit):
     plan = bc.build_plan({"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "Hopper"}, fake_torch(caps=[(8, 0)]))
     assert plan.arch_list == "9.0+PTX" and plan.arch_why == "TORCH_CUDA_ARCH_LIST=Hopper -> 9.0+PTX"
     assert plan.build_env["TORCH_CUDA_ARCH_LIST"] == "9.0+PTX"  # in numbers: what the binary's tag says
-    assert "-DCUDA_KERNELS_ARCHS=90_PTX" in plan.nvcc_flags and "-DCUDA_KERNELS_ARCHS=90_PTX" in plan.cxx_flags
+    cuda_cxx, cuda_nvcc = plan.library_flags(bc.CUDA_LIBRARY)
+    assert "-DCUDA_KERNELS_ARCHS=90_PTX" in cuda_nvcc and "-DCUDA_KERNELS_ARCHS=90_PTX" in cuda_cxx
     assert plan.variant == "cuda" and plan.tag.endswith("-torch2.14.1-cu13.0-90_PTX")
     plan = bc.build_plan({"CUDA_HOME": toolkit, "COMPUTE_CAPABILITY": "80;90a"}, fake_torch(caps=[(8, 6)]))
     assert plan.arch_list == "8.0;9.0a" and plan.tag.endswith("-cu13.0-80__90a")
@@ -303,6 +305,25 @@ def test_debug_and_lineinfo_flags(toolkit):
     cpu = bc.build_plan({"WITH_CUDA": "0", "DEBUG": "1", "LINEINFO": "1"}, fake_torch())
     assert cpu.variant == "cpu-debug" and cpu.tag.endswith("-cpu-debug")
     assert cpu.cxx_flags == bc.build_plan({"WITH_CUDA": "0", "DEBUG": "1"}, fake_torch()).cxx_flags
+
+
+@pytest.mark.parametrize("switches", [{}, {"DEBUG": "1"}, {"LINEINFO": "1"}])
+def test_the_cpu_library_is_the_same_in_either_kind_of_build(toolkit, switches):
+    """The CPU library compiles with the same flags and into the same object folder in a CPU-only and a CUDA build
+    (the archs are the CUDA library's), so a CUDA build after a CPU-only one compiles only the CUDA library."""
+    base = {"CUDA_HOME": toolkit, "TORCH_CUDA_ARCH_LIST": "8.0;9.0a", **switches}
+    cpu = bc.build_plan({**base, "WITH_CUDA": "0"}, fake_torch())
+    cuda = bc.build_plan({**base, "WITH_CUDA": "1"}, fake_torch())
+    assert cpu.library_flags(bc.CPU_LIBRARY) == cuda.library_flags(bc.CPU_LIBRARY)
+    assert cpu.object_folder(bc.CPU_LIBRARY) == cuda.object_folder(bc.CPU_LIBRARY)
+    assert dict(cpu.libraries)[bc.CPU_LIBRARY] == dict(cuda.libraries)[bc.CPU_LIBRARY]
+    assert (
+        cuda.object_folder(bc.CUDA_LIBRARY) == f"{cuda.variant}/{bc.CUDA_LIBRARY}" != cpu.object_folder(bc.CPU_LIBRARY)
+    )
+    assert (
+        cuda.arch_define == "-DCUDA_KERNELS_ARCHS=80__90a"
+        and cuda.arch_define in cuda.library_flags(bc.CUDA_LIBRARY)[0]
+    )
 
 
 def test_plan_links_the_runtime_torch_loaded():

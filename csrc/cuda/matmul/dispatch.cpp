@@ -545,4 +545,12 @@ std::string cuda_build_version() {
   return std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
 }
 
+std::string cuda_archs_tag() {
+#define CUDA_KERNELS_STR_(x) #x
+#define CUDA_KERNELS_STR(x) CUDA_KERNELS_STR_(x)
+  return CUDA_KERNELS_STR(CUDA_KERNELS_ARCHS);
+#undef CUDA_KERNELS_STR
+#undef CUDA_KERNELS_STR_
+}
+
 }  // namespace cuda_kernels
