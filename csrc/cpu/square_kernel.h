@@ -9,9 +9,10 @@
 
 namespace cuda_kernels::cpu::CPU_CAPABILITY {
 
-// Minimum elements per parallel task: torch's own grain (TensorIterator kernels like torch.square use it), so a
-// tensor is split across threads the same way: min(threads, ceil(n / 32768)) equal tasks.
-constexpr int64_t kGrainSize = at::internal::GRAIN_SIZE;
+// Minimum elements per parallel task: torch's own grain (at::internal::GRAIN_SIZE, which TensorIterator kernels like
+// torch.square use), so a tensor is split across threads the same way: min(threads, ceil(n / 32768)) equal tasks.
+// Written out, as in csrc/cpu/square.cpp: its header, ATen/TensorIterator.h, took 1.5 s of each capability's compile.
+constexpr int64_t kGrainSize = 32768;
 
 // One register's worth squared. For float16/bfloat16, at::vec's operator* widens to two registers of float (their
 // opmath type), multiplies there and rounds back once to nearest-even: what torch.square computes (and exact: an

@@ -29,17 +29,16 @@
 //    only through its C shim (tests/tools/test_stable_abi.py checks the symbols).
 // No #pragma once: each capability's translation unit includes it once.
 //
-// The list below is every header that at::vec (torch 2.x) includes that is not part of at::vec itself. To redo it
-// for another torch: g++ -H -fsyntax-only on a TU that includes this file lists the headers opened after sleef.h.
+// The list below is every header that at::vec (torch 2.x) includes that is not part of at::vec itself, and
+// OpMathType.h, which the kernels use; nothing more: ATen's headers are most of each capability's compile time. To
+// redo it for another torch: g++ -H -fsyntax-only on a TU that includes this file lists the headers opened after
+// sleef.h.
 #undef TORCH_TARGET_VERSION
 #undef TORCH_STABLE_ONLY
 
 #include <ATen/AccumulateType.h>
-#include <ATen/Dispatch.h>
 #include <ATen/NumericUtils.h>
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
-#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE, the grain of torch's elementwise kernels
 #include <ATen/native/Math.h>
 #include <ATen/native/cpu/zmath.h>
 #include <ATen/native/quantized/AffineQuantizerBase.h>
