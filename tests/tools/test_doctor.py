@@ -224,8 +224,10 @@ def test_doctor_reports_an_installed_binary_with_its_own_cxx_runtime(tmp_path) -
     # library stands in for the extension), and the doctor says why, with the fix, once.
     from test_build_config import tiny_library
 
+    # A copy of the package this test imported (a checkout's, or an installed wheel's, as in CI), without binaries.
     pkg = tmp_path / "pkg" / "cuda_kernels"
-    shutil.copytree(os.path.join(ROOT, "cuda_kernels"), pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    imported = os.path.dirname(os.path.dirname(os.path.abspath(doctor.__file__)))
+    shutil.copytree(imported, pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     binary = pkg / ("_C" + sysconfig.get_config_var("EXT_SUFFIX"))
     shutil.copy(tiny_library(str(tmp_path), "static", "-static-libstdc++"), binary)
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "pkg"))

@@ -4,11 +4,11 @@ Fast tests (always): refused names, schemas and missing markers change nothing (
 writes nothing, a generation of each kind (elementwise, the default; --kind rowwise; --schema) writes the four new
 files and the insertions above each marker (with --schema, in the C++ and Python types of the schema's arguments),
 its kernel file includes no ATen header, and its output is ruff- and clang-format-clean (where those tools are on
-PATH). Nothing here assumes which ops the checkout has: a checkout with ops added by the generator passes too (CI's
-lane A checks that).
+PATH). Nothing here assumes which ops the checkout has: a checkout with ops added by the generator passes too (CI
+checks that).
 
 End to end (marked slow, and run only with CUDA_KERNELS_TEST_NEW_OP=1: the build alone takes 1-2 minutes on 2 cores;
-CI's lane A sets it for the compile checks, its own build of a copy standing in for the CPU end to end): an
+CI does the same with its own copy, which it builds CPU-only and then with CUDA for sm_80 and sm_90a): an
 op of each kind generated in a copy; built CPU-only in place (setup.py build_ext --inplace: the installed package
 keeps pointing at this checkout), their generated tests pass there and the benchmark runs each once; nvcc compiles
 their CUDA kernels for sm_80 and sm_90a and the host
@@ -535,9 +535,7 @@ def test_command_line(repo):
 # ---------------------------------------------------------------------------------------------------------------
 # End to end: build, test and benchmark a generated op; compile its CUDA kernel.
 
-requires_e2e = pytest.mark.skipif(
-    not E2E, reason=f"builds a copy of the repo (minutes): set {E2E_ENV}=1 (as CI's lane A does)"
-)
+requires_e2e = pytest.mark.skipif(not E2E, reason=f"builds a copy of the repo (minutes): set {E2E_ENV}=1")
 
 
 @pytest.fixture(scope="module")
