@@ -139,16 +139,26 @@ def test_sanitize_script_can_check_every_kernel(tmp_path) -> None:
     assert calls and not any("--kernel-name" in call for call in calls), calls
 
 
-def assert_case_skips_under(tool: str, case: str, skip_reason: str | None) -> None:
-    """Runs one test case with CUDA_KERNELS_SANITIZE=tool: it must skip with skip_reason, or pass if that is None."""
-    env = dict(os.environ, CUDA_KERNELS_SANITIZE=tool)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", case]
+def run_cases_under(tool: str, *cases: str) -> str:
+    """Runs test cases (of different files) in one pytest process with CUDA_KERNELS_SANITIZE=tool; returns its output:
+    a line "<case> PASSED" or "<case> SKIPPED" per case, and "SKIPPED [1] <file>:<line>: <reason>" per skip."""
+    # No plugins (hypothesis's, xdist): these cases need none, and loading them was half of each run.
+    env = dict(os.environ, CUDA_KERNELS_SANITIZE=tool, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    cmd = [sys.executable, "-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider", *cases]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def assert_outcome(out: str, case: str, skip_reason: str | None) -> None:
+    """case skipped with skip_reason in the output of run_cases_under, or passed if skip_reason is None."""
+    (line,) = [line for line in out.splitlines() if line.startswith(case + " ")]
     if skip_reason is not None:
-        assert "1 skipped" in run.stdout and skip_reason in run.stdout, run.stdout
+        file = case.split("::")[0]
+        reasons = [r for r in out.splitlines() if r.startswith(f"SKIPPED [1] {file}:")]
+        assert " SKIPPED" in line and len(reasons) == 1 and skip_reason in reasons[0], out
     else:
-        assert "1 passed" in run.stdout, run.stdout
+        assert " PASSED" in line, out
 
 
 HEAVY_CASE = "tests/ops/test_matmul.py::test_matmul_matches_reference[999x999x999-torch.float32-cpu]"
@@ -161,10 +171,18 @@ def test_the_heavy_cases_carry_the_mark() -> None:
     assert HEAVY_CASE in collected.stdout, collected.stdout
 
 
-@pytest.mark.parametrize("tool, skipped", [("racecheck", True), ("memcheck", False), ("", False)])
-def test_heavy_tests_skip_under_slow_sanitizer_tools(tool: str, skipped: bool) -> None:
-    """tests/conftest.py skips `heavy` tests when CUDA_KERNELS_SANITIZE names racecheck/initcheck/synccheck."""
-    assert_case_skips_under(tool, HEAVY_CASE, f"too slow under compute-sanitizer {tool}" if skipped else None)
+API_ERROR_CASE = "tests/ops/test_bad_input.py::test_bad_input[sq-output-alloc-fails-cpu]"
+
+
+@pytest.mark.parametrize("tool", ["racecheck", "synccheck", "memcheck", ""])
+def test_heavy_and_api_error_cases_skip_under_sanitizer_tools(tool: str) -> None:
+    """tests/conftest.py skips `heavy` tests when CUDA_KERNELS_SANITIZE names racecheck/initcheck/synccheck (too slow
+    there; memcheck runs them), and rows that fail a CUDA allocation on purpose (`api_error`) under any tool (each
+    one reports the failure). Both cases in one pytest process per tool."""
+    out = run_cases_under(tool, HEAVY_CASE, API_ERROR_CASE)
+    heavy_skips = tool in ("racecheck", "synccheck")
+    assert_outcome(out, HEAVY_CASE, f"too slow under compute-sanitizer {tool}" if heavy_skips else None)
+    assert_outcome(out, API_ERROR_CASE, "fails a CUDA API call on purpose" if tool else None)
 
 
 def test_sanitize_script_fails_and_counts_errors(tmp_path) -> None:
@@ -187,10 +205,3 @@ def test_sanitize_script_skips_without_a_gpu(tmp_path) -> None:
     env["SANITIZE_REQUIRE"] = "1"
     proc = subprocess.run(["bash", SCRIPT], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 1 and "SKIPPED" in proc.stdout
-
-
-@pytest.mark.parametrize("tool, skipped", [("memcheck", True), ("synccheck", True), ("", False)])
-def test_api_error_rows_skip_under_every_sanitizer_tool(tool: str, skipped: bool) -> None:
-    """Rows that fail a CUDA allocation on purpose (`api_error`) skip under any tool: each one reports the failure."""
-    case = "tests/ops/test_bad_input.py::test_bad_input[sq-output-alloc-fails-cpu]"
-    assert_case_skips_under(tool, case, "fails a CUDA API call on purpose" if skipped else None)
