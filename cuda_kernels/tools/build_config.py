@@ -429,7 +429,8 @@ class BuildPlan:
     cxx_flags: tuple[str, ...]  # both libraries'; CUDA_LIBRARY adds CUDA_LIBRARY_DEFINES and arch_define
     nvcc_flags: tuple[str, ...]  # () for a CPU-only build; arch_define included
     # -DCUDA_KERNELS_ARCHS=<arch_tag>, which build_info() reads (through the CUDA library), or None for a CPU-only
-    # build. Only the CUDA library gets it: CPU_LIBRARY's flags, and so its objects, are the same in either kind of build.
+    # build. Only the CUDA library gets it: CPU_LIBRARY's flags, and so its objects, are the same in either kind of
+    # build.
     arch_define: str | None
     link_args: tuple[str, ...]  # [-g], -fopenmp, the C++ runtime torch loaded (cxx_runtime)
     cxx_runtime: str | None  # the libstdc++ named on the link; None: none (not Linux, or switched off)
@@ -579,9 +580,9 @@ def _choose_cuda(
 def _compiler_flags(
     with_cuda: bool, arch_list: str | None, debug: bool, lineinfo: bool, cxx11_abi: bool | None, env: Mapping[str, str]
 ) -> tuple[list[str], list[str], list[str]]:
-    """(defines, g++ flags, nvcc flags: with arch_define). cxx11_abi is passed explicitly to g++ and to nvcc's host compiler, so a host
-    compiler whose default libstdc++ ABI differs from torch's cannot build an extension whose std::string objects
-    crash when they cross into libc10."""
+    """(defines, g++ flags, nvcc flags: with arch_define). cxx11_abi is passed explicitly to g++ and to nvcc's host
+    compiler, so a host compiler whose default libstdc++ ABI differs from torch's cannot build an extension whose
+    std::string objects crash when they cross into libc10."""
     defines = [
         *([f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}"] if cxx11_abi is not None else []),
         *STABLE_DEFINES,
