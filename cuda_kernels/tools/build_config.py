@@ -428,10 +428,6 @@ class BuildPlan:
     defines: tuple[str, ...]  # -D flags given to both compilers and both libraries
     cxx_flags: tuple[str, ...]  # both libraries'; CUDA_LIBRARY adds CUDA_LIBRARY_DEFINES and arch_define
     nvcc_flags: tuple[str, ...]  # () for a CPU-only build; arch_define included
-    # -DCUDA_KERNELS_ARCHS=<arch_tag>, which build_info() reads (through the CUDA library), or None for a CPU-only
-    # build. Only the CUDA library gets it: CPU_LIBRARY's flags, and so its objects, are the same in either kind of
-    # build.
-    arch_define: str | None
     link_args: tuple[str, ...]  # [-g], -fopenmp, the C++ runtime torch loaded (cxx_runtime)
     cxx_runtime: str | None  # the libstdc++ named on the link; None: none (not Linux, or switched off)
     libraries: tuple[tuple[str, tuple[str, ...]], ...]  # ((name, sources), ...): CPU_LIBRARY, then CUDA_LIBRARY
@@ -452,6 +448,13 @@ class BuildPlan:
     def sources(self) -> tuple[str, ...]:
         """Every source of every library (a file both compile, once)."""
         return tuple(dict.fromkeys(src for _, srcs in self.libraries for src in srcs))
+
+    @property
+    def arch_define(self) -> str | None:
+        """-DCUDA_KERNELS_ARCHS=<arch_tag>, which build_info() reads (through the CUDA library), or None for a
+        CPU-only build. Only the CUDA library gets it: CPU_LIBRARY's flags, and so its objects, are the same in either
+        kind of build."""
+        return arch_define(self.arch_list) if self.with_cuda else None
 
     def library_flags(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(g++ flags, nvcc flags) of one library."""
@@ -542,7 +545,6 @@ def build_plan(env: Mapping[str, str] = os.environ, torch_info: TorchInfo | None
         defines=tuple(defines),
         cxx_flags=tuple(cxx_flags),
         nvcc_flags=tuple(nvcc_flags) if with_cuda else (),
-        arch_define=arch_define(arch_list) if with_cuda else None,
         link_args=(*(["-g"] if debug else []), *openmp_flags(), *cxx_runtime),
         cxx_runtime=cxx_runtime[0] if cxx_runtime else None,
         libraries=tuple((name, tuple(srcs)) for name, srcs in sources(with_cuda).items()),

@@ -197,11 +197,7 @@ const GpuInfo& gpu_info(int64_t device) {
 // The CUDA archs this binary was compiled for, from the build's arch tag (cuda_kernels/tools/build_config.py
 // arch_tag: "80__90a" for "8.0;9.0a", "90_PTX" for "9.0+PTX"), written as "sm_80, sm_90a".
 std::string built_archs() {
-#define CUDA_KERNELS_STR_(x) #x
-#define CUDA_KERNELS_STR(x) CUDA_KERNELS_STR_(x)
-  const std::string tag = CUDA_KERNELS_STR(CUDA_KERNELS_ARCHS);
-#undef CUDA_KERNELS_STR
-#undef CUDA_KERNELS_STR_
+  const std::string tag = cuda_archs_tag();
   if (tag == "native" || tag == "none") return tag == "native" ? "the build machine's GPU" : "no CUDA arch";
   std::string out;
   for (size_t start = 0; start <= tag.size();) {
