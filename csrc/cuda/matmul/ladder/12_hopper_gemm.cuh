@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/matmul/hopper.cuh"
 #include "cuda/matmul/mma_sm80.cuh"  // l2_evict_first_policy
@@ -67,9 +68,14 @@ constexpr uint32_t kSplitBarrier = 1 + kMaxConsumers;  // named barrier of both 
 // passes, each waiting until TMA has read the previous one). Woven (with more than one pass): the last pass of a
 // tile stored by TMA is kept in registers and written to the buffer between the wgmma of the next tile's second
 // k-slab (see the consumer's main loop). Consumers: consumer warpgroups, 64 tile rows each (wgmma's M).
-template <int BN_, int CM_, int S_, int OutCols_, bool Woven_ = false, int Consumers_ = kMaxConsumers>
+// RuntimeCM: CM is the most, and each launch says whether its blocks stack (the kernel's cm_arg, 1 or CM): one
+// kernel for the tiles with multicast and without (split-K clusters), whose code differs only in the producer's loads
+// and the tile indices, instead of two (a fifth of step 12's code, nearly a third of its build time: docs/matmul.md).
+template <int BN_, int CM_, int S_, int OutCols_, bool Woven_ = false, int Consumers_ = kMaxConsumers,
+          bool RuntimeCM_ = false>
 struct Config {
   static constexpr int BN = BN_, CM = CM_, S = S_, kOutCols = OutCols_;
+  static constexpr bool kRuntimeCM = RuntimeCM_ && CM_ > 1;
   static constexpr int kConsumers = Consumers_;
   static constexpr int kBM = 64 * kConsumers;              // rows of a block tile
   static constexpr int kThreads = 128 * (1 + kConsumers);  // the producer warpgroup and the consumers
@@ -102,9 +108,9 @@ struct Config {
 };
 
 // The configurations the launcher picks from (by tile width).
-using Wide = Config<256, 2, 4, 128, true>;      // 128 x 256, 2-CTA clusters, 4 slots (48 KB each), two passes, woven
-using Mid = Config<128, 2, 6, 128>;             // 128 x 128, 2-CTA clusters, 6 slots (32 KB each), whole-tile buffer
-using MidSplit = Config<128, 1, 6, 128>;        // the same tile without multicast, for split-K clusters
+using Wide = Config<256, 2, 4, 128, true>;  // 128 x 256, 2-CTA clusters, 4 slots (48 KB each), two passes, woven
+// 128 x 128, 6 slots (32 KB each), whole-tile buffer; 2-CTA clusters sharing B, or (cm = 1) none, for split-K clusters
+using Mid = Config<128, 2, 6, 128, false, kMaxConsumers, true>;
 using Narrow = Config<64, 1, 8, 64>;            // 128 x 64, no cluster, 8 slots (24 KB each), whole-tile buffer
 using Short = Config<64, 1, 12, 64, false, 1>;  // 64 x 64, one consumer, 12 slots (16 KB each), whole-tile buffer
 
@@ -258,9 +264,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     matmul_kernel_12_hopper_gemm(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
                                  const __grid_constant__ CUtensorMap tm_c, uint16_t* __restrict__ C, bool tma_store,
                                  int M, int N, int K, int batch, int batched, int group_m, StreamK sk, int k_splits,
-                                 Epilogue epi, int a_rows) {
+                                 Epilogue epi, int a_rows, int cm_arg) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int BN = Cfg::BN, CM = Cfg::CM, S = Cfg::S, BM = Cfg::kBM, kConsumers = Cfg::kConsumers;
+  constexpr int BN = Cfg::BN, S = Cfg::S, BM = Cfg::kBM, kConsumers = Cfg::kConsumers;
+  // Blocks stacked along M in a cluster, sharing B (a constant unless the configuration takes it per launch).
+  const int CM = Cfg::kRuntimeCM ? cm_arg : Cfg::CM;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[S];
   __shared__ __align__(8) uint64_t empty_bar[S];
@@ -284,7 +292,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   hopper::init_ring(full_bar, empty_bar, S, kConsumers * CM);
   // The peer's multicast and arrivals may target our barriers from now on. Blocks that do not multicast (split-K
   // clusters: their peers read this block's shared memory only after a later cluster barrier) need only their own.
-  if constexpr (CM > 1) {
+  if (CM > 1) {
     hopper::cluster_sync();
   } else {
     __syncthreads();
@@ -328,7 +336,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (wg == 0) {
     // Producer: one thread fills slots in ring order, the same tile sequence as the consumers.
     if constexpr (Cfg::kSetMaxNReg) hopper::setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x == 0) {
+    // Its loop is compiled once per cluster stack (kCM: 1, or Cfg::CM), so that each keeps its loads straight-line
+    // where CM is a kernel argument (Config's RuntimeCM).
+    const auto produce = [&](auto cm_constant) {
+      constexpr int kCM = decltype(cm_constant)::value;
       // The bytes a slot receives: A's box may have fewer rows than the slot (a_rows).
       const uint32_t stage_bytes = Cfg::kStageBytes - static_cast<uint32_t>(BM - a_rows) * kBK * 2;
       int s = 0;
@@ -337,7 +348,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         k_share(kb0, kb1);
         int tp, tn, bi;
         locate(tile, tp, tn, bi);
-        const int m0 = (tp * CM + static_cast<int>(rank)) * BM, n0 = tn * BN;
+        const int m0 = (tp * kCM + static_cast<int>(rank)) * BM, n0 = tn * BN;
         const int ba = (batched & 1) ? bi : 0, bb = (batched & 2) ? bi : 0;  // the operands' matrices
         for (int kb = kb0; kb < kb1; ++kb) {
           const int k0 = kb * kBK;
@@ -348,15 +359,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           // B first: it is multicast, so the peer block's consumers wait for this block's share of it too.
           // This block's share of the B slab goes into every block of the cluster (just this one when CM == 1).
           const auto load_b = [&](uint32_t dst, int c0, int c1) {
-            if constexpr (CM > 1) {
-              hopper::tma_load_multicast<Cfg::kMapRank>(dst, &tm_b, c0, c1, bb, full, (1u << CM) - 1);
+            if constexpr (kCM > 1) {
+              hopper::tma_load_multicast<Cfg::kMapRank>(dst, &tm_b, c0, c1, bb, full, (1u << kCM) - 1);
             } else {
               hopper::tma_load<Cfg::kMapRank>(dst, &tm_b, c0, c1, bb, full);
             }
           };
           if constexpr (kBKMaj) {
             // Rows of 64 k, 128 bytes each: the share is BN / CM of the slab's BN rows (n), from rank * BN / CM.
-            constexpr int kShare = BN / CM;
+            constexpr int kShare = BN / kCM;
             load_b(b_dst + rank * kShare * kBK * 2, k0, n0 + static_cast<int>(rank) * kShare);
           } else {
             // Boxes of 64 n x 64 k, 8 KB apart (the LBO of the MN-major descriptor). The share is the k rows
@@ -364,7 +375,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
             // (a multiple of the 1 KB swizzle period, so the layout is the one a whole box would have). Cut by k
             // rather than by boxes (columns), each block reads rows of all BN columns, as cuBLAS's kernel does:
             // measured faster at 4096^3 (docs/matmul.md).
-            constexpr int kRows = kBK / CM;
+            constexpr int kRows = kBK / kCM;
             constexpr uint32_t kRowBytes = kSwizzleCols * 2;
             for (int box = 0; box < BN / kSwizzleCols; ++box)
               load_b(b_dst + box * kBoxBytes + rank * kRows * kRowBytes, n0 + box * kSwizzleCols,
@@ -380,6 +391,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           if (++s == S) s = 0, phase ^= 1;
         }
       });
+    };
+    if (threadIdx.x == 0) {
+      if constexpr (Cfg::kRuntimeCM) {
+        if (CM == 1) {
+          produce(std::integral_constant<int, 1>{});
+        } else {
+          produce(std::integral_constant<int, Cfg::CM>{});
+        }
+      } else {
+        produce(std::integral_constant<int, Cfg::CM>{});
+      }
     }
     // The consumers' barrier before the split sums are read (one tile per cluster): every thread of the cluster
     // takes part.
@@ -402,7 +424,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     const auto release = [&](int slot) {
       const uint32_t bar = hopper::smem_u32(&empty_bar[slot]);
 #pragma unroll
-      for (uint32_t r = 0; r < CM; ++r) {
+      for (uint32_t r = 0; r < static_cast<uint32_t>(Cfg::CM); ++r) {
+        if (r >= static_cast<uint32_t>(CM)) break;
         if (r == rank) {
           hopper::mbar_arrive(bar);
         } else {
@@ -751,8 +774,10 @@ inline int most_k_splits(int64_t tiles, int K, int sms) {
 template <class Cfg, bool kBf16, bool kAMN, bool kBKMaj>
 cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const Operand& b, void* c, int sms,
                          int group_m, cudaStream_t stream, const Workspace& ws = {}, int stream_k = -1,
-                         int k_splits = 1, const Epilogue& epi = {}) {
-  constexpr int BN = Cfg::BN, CM = Cfg::CM, BM = Cfg::kBM;
+                         int k_splits = 1, const Epilogue& epi = {}, int cm = Cfg::CM) {
+  constexpr int BN = Cfg::BN, BM = Cfg::kBM;
+  if (cm != 1 && cm != Cfg::CM) return cudaErrorInvalidValue;
+  const int CM = Cfg::kRuntimeCM ? cm : Cfg::CM;  // blocks a cluster stacks along M (Config's RuntimeCM)
   constexpr auto* kernel = &matmul_kernel_12_hopper_gemm<Cfg, kBf16, kAMN, kBKMaj>;
   if (!Cfg::kBatches && batch > 1) return cudaErrorInvalidConfiguration;  // plan_tiles gives a batch other tiles
   int device = 0;
@@ -816,7 +841,7 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
   if (k_splits > 1 && super_tiles > fit) {
     // Split tiles run one per cluster, all at once: fewer blocks per tile where the GPU cannot hold them.
     return launch_typed<Cfg, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, sms, group_m, stream, ws, stream_k,
-                                                  k_splits / 2, epi);
+                                                  k_splits / 2, epi, CM);
   }
   // Clusters the GPU holds at once; stream-K spreads the k-slabs over all of them, data-parallel tiles need at most
   // one each.
@@ -838,11 +863,11 @@ cudaError_t launch_typed(int M, int N, int K, int batch, const Operand& a, const
   // of a small problem's gap to cuBLAS (docs/matmul.md).
   cfg.numAttrs = cluster_size > 1 ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_c, static_cast<uint16_t*>(c), tma_store, M, N, K, batch,
-                            batched, group_m, sk, k_splits, epi, a_rows);
+                            batched, group_m, sk, k_splits, epi, a_rows, CM);
 }
 
 // How a call is tiled: the tile width, the blocks that split each tile's K in a cluster, and whether 128 x 128
-// tiles share B by multicast (Mid) or go without (MidSplit: the configuration that splits).
+// tiles share B by multicast (Mid's 2-CTA clusters) or go without (Mid with cm = 1: the form that splits).
 struct TilePlan {
   int bn = Wide::BN;
   int k_splits = 1;
@@ -851,9 +876,9 @@ struct TilePlan {
   int cm() const { return bn == Narrow::BN || !multicast ? 1 : 2; }  // blocks a cluster stacks along M
 };
 
-// A plan of 128 x 128 tiles for `batch` M x N x K products on `sms` SMs. They share B in 2-CTA clusters (Mid) only
+// A plan of 128 x 128 tiles for `batch` M x N x K products on `sms` SMs. They share B in 2-CTA clusters only
 // with more than two row tiles, and a K of at least kMulticastMinSlabs k-slabs or more tiles than one wave; else they
-// go without (MidSplit), as they do where they split K. With one row tile the cluster's second block would have no
+// go without, as they do where they split K. With one row tile the cluster's second block would have no
 // rows; with two (256 rows), or one short wave, the cluster's launch and its blocks' lockstep cost more than the L2
 // reads that multicast saves (2048x768x768 12.9 us with it, 11.8 without; 2048x1024x4096 29.5 against 32.6;
 // 2048x3072x3072, three waves, 62.1 against 64.2: docs/matmul.md).
@@ -990,12 +1015,10 @@ cudaError_t launch_layout(int M, int N, int K, int batch, const Operand& a, cons
     return launch_typed<Narrow, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, plan.k_splits,
                                                      epi);
   }
-  if (plan.bn == Mid::BN && !plan.multicast) {
-    return launch_typed<MidSplit, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk,
-                                                       plan.k_splits, epi);
+  if (plan.bn == Mid::BN) {
+    return launch_typed<Mid, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk,
+                                                  plan.multicast ? 1 : plan.k_splits, epi, plan.cm());
   }
-  if (plan.bn == Mid::BN)
-    return launch_typed<Mid, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, 1, epi);
   return launch_typed<Wide, kBf16, kAMN, kBKMaj>(M, N, K, batch, a, b, c, blocks, g, stream, ws, sk, 1, epi);
 }
 
@@ -1012,7 +1035,7 @@ cudaError_t launch_dtype(int M, int N, int K, int batch, const Operand& a, const
 }
 
 // Each dtype's kernels are instantiated in a translation unit of their own (12_hopper_gemm_bf16.cu and
-// 12_hopper_gemm_fp16.cu), so the build compiles them in parallel: with all 24 kernels in one file it was the
+// 12_hopper_gemm_fp16.cu), so the build compiles them in parallel: with all of them in one file it was the
 // build's longest compile. Everywhere else these declarations keep the kernels from being instantiated again.
 extern template cudaError_t launch_dtype<true>(int, int, int, int, const Operand&, const Operand&, void*, int,
                                                cudaStream_t, const LaunchOptions&, const Workspace&, const Epilogue&);
