@@ -399,7 +399,7 @@ def test_skinny_cluster_switch(matmul_tuning):
 @requires_profiler
 @pytest.mark.gpu
 def test_skinny_mma_splits_by_width(matmul_tuning):
-    """With few column tiles (x @ W.t() against a weight of 512 rows: 4 tiles) matvec's mma kernel does not stop at
+    """With few column tiles (x @ W.t() against a weight of 512 rows: 8 tiles) matvec's mma kernel does not stop at
     8 splits a cluster: while the weight is small its splits add up in clusters (of up to 16: the profiler does not
     show the size), and from 32 MiB of it (64 here, off the edge) it takes every wanted split and the reduce kernel
     (kWideClusterSplits in matvec.cu); the matvec_cluster_splits knob, once set, decides alone. Every result is

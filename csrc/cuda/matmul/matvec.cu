@@ -17,17 +17,18 @@
 //  - "mma" (float16/bfloat16 in either layout, compute >= 8.0): at 16 rows the CUDA-core kernels' FMAs (16 per
 //    element of Q) take longer than reading Q, so this one runs them on the tensor cores: a 16-row mma.sync (m16n8k16)
 //    takes P's S rows (zero rows past S) as its A fragment, slabs of Q come through a cp.async pipeline into swizzled
-//    shared memory (step 8's layout) in Q's own layout, a block of 4 warps covers 128 columns.
+//    shared memory (step 8's layout) in Q's own layout, a block of 4 warps covers 64 columns.
 // Q is read once in all, so the kernels load it with the evict-first cache policy (ld.global.cs, or cp.async with
 // an L2 evict-first hint): its lines are the first to leave L2 again, and the lines that earlier kernels left there
 // (dirty ones among them, which would cost a write-back to DRAM each) stay (docs/matmul.md has what it measured).
-// All split K over blocks (grid.y) until the GPU has about kBlocksPerSm* blocks per SM. On sm_90 the splits of one
-// output tile form a cluster and add up through distributed shared memory before the kernel ends (at most
-// kMaxClusterSplits of them); elsewhere their partial sums (fp32, fp64 for fp64) go to a workspace and
-// matmul_kernel_matvec_reduce adds them. Both add the splits in split order (deterministic, and the two paths
-// round alike) and round to the output dtype. Forced (variant=14) on any other shape it still computes the
-// right result, S rows at a time over grid.z, just slowly. A batch of products is one launch: grid.z holds each
-// matrix's blocks of S rows in turn (matrix_of_block), and the splits add up per matrix.
+// All split K over blocks (grid.y): the CUDA-core kernels until the GPU has about kBlocksPerSm* blocks per SM, the
+// mma kernel as mma_splits weighs it. On sm_90 the splits of one output tile form a cluster and add up through
+// distributed shared memory before the kernel ends (at most kMaxClusterSplits of them); elsewhere their partial sums
+// (fp32, fp64 for fp64) go to a workspace and matmul_kernel_matvec_reduce adds them. Both add the splits in split
+// order (deterministic, and the two paths round alike) and round to the output dtype. Forced (variant=14) on any
+// other shape it still computes the right result, S rows at a time over grid.z, just slowly. A batch of products is
+// one launch: grid.z holds each matrix's blocks of S rows in turn (matrix_of_block), and the splits add up per
+// matrix.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -413,15 +414,14 @@ __global__ void __launch_bounds__(kThreads) matmul_kernel_matvec_cols(SkinnyArgs
 // Q's slab keeps Q's layout: k rows of kMmaCols columns ("rows", read by ldmatrix.trans into mma's k-pair B
 // fragments) or kMmaCols rows of kMmaK k ("cols": already mma's "col" B operand, plain ldmatrix).
 constexpr int kMmaThreads = 128;
-constexpr int kMmaCols = 128;  // Q columns per block
-constexpr int kMmaK = 64;      // k per slab (kKAlignRows: every split is whole slabs)
-constexpr int kMmaStages = 3;  // slabs in shared memory (54 KiB a block: 4 blocks fit an H100 SM)
-constexpr int kMmaWarpCols = kMmaCols / (kMmaThreads / 32);  // 32: four 8-column mma tiles a warp
+constexpr int kMmaCols = 64;   // Q columns per block
+constexpr int kMmaK = 128;     // k per slab (the launcher's split alignment: every split is whole slabs)
+constexpr int kMmaStages = 3;  // slabs in shared memory (60 KiB a block: 3 blocks fit an H100 SM)
+constexpr int kMmaWarpCols = kMmaCols / (kMmaThreads / 32);  // 16: two 8-column mma tiles a warp
 constexpr int kChunkElems = 8;                               // 16-bit elements per 16-byte chunk
 constexpr int kPStageBytes = 16 * kMmaK * 2, kQStageBytes = kMmaK * kMmaCols * 2;
 constexpr int kMmaStageBytes = kPStageBytes + kQStageBytes;
 constexpr size_t kMmaSmemBytes = size_t{kMmaStages} * kMmaStageBytes;
-static_assert(kMmaK == kKAlignRows, "a split is a whole number of slabs");
 
 // Byte offset of 16-byte chunk c of row r in a tile of rows kChunksPerRow (>= 8) chunks long: chunk c ^ (r % 8),
 // so that ldmatrix's 8 rows of one chunk column and a cp.async phase's 8 chunks of one row hit 8 different bank
@@ -455,52 +455,99 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyAr
   const int k_begin = blockIdx.y * a.kc, k_end = static_cast<int>(min(int64_t{a.K}, int64_t{k_begin} + a.kc));
   const int slabs = (k_end - k_begin + kMmaK - 1) / kMmaK;
 
-  // Copies slab `slab` of this split into the stage at shared address `stage`. P: 16 rows x kPChunks chunks, one
-  // chunk a thread, element by element when P's rows are not 16-byte vectors along k (a transposed P) or when the
-  // chunk crosses the split's end. Q: kQRows rows x kQChunks chunks, 8 a thread (16-byte cp.async; the launcher
-  // makes sure that a chunk is wholly inside Q or outside: L % 8 == 0 for "rows", K % 8 == 0 for "cols"); zeros
-  // past L and past the split.
+  // Copies slab `slab` of this split into the stage at shared address `stage`. It runs right after the barrier that
+  // frees the stage, and every instruction in it delays the slab's loads, so what is the same in every slab (each
+  // chunk's place, source row and bounds) is worked out once, here.
+  // P: 16 rows x kPChunks chunks, kPPerThread a thread (chunk tid + j * kMmaThreads). Rows past S are zero in every
+  // stage, written once before the loop; a live row's chunk goes by cp.async, or element by element when P's rows
+  // are not 16-byte vectors along k (a transposed P) or when the chunk crosses the split's end.
+  constexpr int kPPerThread = 16 * kPChunks / kMmaThreads;
+  static_assert(kPPerThread * kMmaThreads == 16 * kPChunks, "P's slab is whole chunks a thread");
+  const int p_col = tid % kPChunks;  // the same for each of the thread's chunks
+  bool p_live[kPPerThread];
+  const T* p_src[kPPerThread];
+  uint32_t p_dst[kPPerThread];
+#pragma unroll
+  for (int j = 0; j < kPPerThread; ++j) {
+    const int row = (tid + j * kMmaThreads) / kPChunks;
+    p_live[j] = row < a.S;
+    p_src[j] = a.p + int64_t{p_live[j] ? row : 0} * a.ps + (int64_t{k_begin} + p_col * kChunkElems) * a.pk;
+    p_dst[j] = mma_swizzle<kPChunks>(row, p_col);
+  }
+  // Q: kQRows rows x kQChunks chunks, kQPerThread a thread (16-byte cp.async; the launcher makes sure that a chunk is
+  // wholly inside Q or outside: L % 8 == 0 for "rows", K % 8 == 0 for "cols"), zeros past L and past the split. A
+  // chunk's place in the stage, its k within the slab and whether its columns are inside Q are the same in every
+  // slab; its source moves by kMmaK rows of k a slab.
+  constexpr int kQPerThread = kQRows * kQChunks / kMmaThreads;
+  // A thread's chunk i sits kMmaThreads chunks after its chunk i - 1: whole rows of 8 later, so the swizzle (which
+  // depends on the row mod 8) moves it by exactly kMmaThreads * 16 bytes.
+  static_assert((kMmaThreads / kQChunks) % 8 == 0, "a thread's chunks are a whole number of swizzle periods apart");
+  constexpr uint32_t kQChunkStride = kMmaThreads * 16;
+  const T* q_src[kQPerThread];
+  int q_dk[kQPerThread];
+  bool q_in[kQPerThread];
+#pragma unroll
+  for (int i = 0; i < kQPerThread; ++i) {
+    const int chunk = tid + i * kMmaThreads;
+    const int r = chunk / kQChunks, c = chunk % kQChunks;
+    const int64_t l = int64_t{l0} + (kQCols ? r : c * kChunkElems);
+    q_dk[i] = kQCols ? c * kChunkElems : r;
+    q_in[i] = l < a.L;
+    q_src[i] = q_in[i] ? a.q + (int64_t{k_begin} + q_dk[i]) * a.qk + l * a.ql : a.q;
+  }
+  const uint32_t q_dst0 = kPStageBytes + mma_swizzle<kQChunks>(tid / kQChunks, tid % kQChunks);
   const uint64_t q_policy = sm80::l2_evict_first_policy();
-  const auto copy_slab = [&](int slab, uint32_t stage) {
+  // q_dst: this thread's first Q chunk in the stage, passed as a per-thread value carried from slab to slab. Computed
+  // as the stage's (uniform) address plus an offset, ptxas 13.0 encodes these cp.async's shared address as register +
+  // uniform register with the L2 policy in an odd uniform register (cuobjdump: desc[UR1]), which the H100 stops at as
+  // an illegal instruction.
+  const auto copy_slab = [&](int slab, uint32_t stage, uint32_t q_dst) {
     const int k0 = k_begin + slab * kMmaK;
-    {
-      const int r = tid / kPChunks, c = tid % kPChunks;
-      const int64_t k = int64_t{k0} + c * kChunkElems;
-      const uint32_t dst = stage + mma_swizzle<kPChunks>(r, c);
-      const T* src = a.p + int64_t{r} * a.ps + k * a.pk;
-      if (a.p_vec && r < a.S && k_end - k >= kChunkElems) {
-        sm80::cp_async16_zfill(dst, src, true);
+    // Every chunk of the slab is inside the split, but in its last slab.
+    const bool whole = k_end - k0 >= kMmaK;
+    const int64_t q_step = int64_t{slab} * kMmaK * a.qk;
+#pragma unroll
+    for (int i = 0; i < kQPerThread; ++i) {
+      const bool ok = q_in[i] && (whole || k0 + q_dk[i] < k_end);
+      sm80::cp_async16_zfill_stream(q_dst + i * kQChunkStride, ok ? q_src[i] + q_step : a.q, ok, q_policy);
+    }
+    const int64_t k = int64_t{k0} + p_col * kChunkElems;
+#pragma unroll
+    for (int j = 0; j < kPPerThread; ++j) {
+      if (!p_live[j]) continue;
+      const T* src = p_src[j] + int64_t{slab} * kMmaK * a.pk;
+      if (a.p_vec && k_end - k >= kChunkElems) {
+        sm80::cp_async16_zfill(stage + p_dst[j], src, true);
       } else {
-        const int n = r < a.S ? static_cast<int>(max(int64_t{0}, min(int64_t{kChunkElems}, k_end - k))) : 0;
+        const int n = static_cast<int>(max(int64_t{0}, min(int64_t{kChunkElems}, k_end - k)));
         alignas(16) T e[kChunkElems];
 #pragma unroll
         for (int i = 0; i < kChunkElems; ++i) e[i] = i < n ? src[int64_t{i} * a.pk] : T(0);
-        sm80::st_shared16(dst, *reinterpret_cast<const uint4*>(e));
+        sm80::st_shared16(stage + p_dst[j], *reinterpret_cast<const uint4*>(e));
       }
-    }
-#pragma unroll
-    for (int i = 0; i < kQRows * kQChunks / kMmaThreads; ++i) {
-      const int chunk = tid + i * kMmaThreads;
-      const int r = chunk / kQChunks, c = chunk % kQChunks;
-      const int64_t k = int64_t{k0} + (kQCols ? c * kChunkElems : r);
-      const int64_t l = int64_t{l0} + (kQCols ? r : c * kChunkElems);
-      const bool ok = k < k_end && l < a.L;
-      sm80::cp_async16_zfill_stream(stage + kPStageBytes + mma_swizzle<kQChunks>(r, c),
-                                    ok ? a.q + k * a.qk + l * a.ql : a.q, ok, q_policy);
     }
   };
 
 #pragma unroll
+  for (int j = 0; j < kPPerThread; ++j) {
+    if (p_live[j]) continue;
+#pragma unroll
+    for (int s = 0; s < kMmaStages; ++s)
+      sm80::st_shared16(smem0 + s * kMmaStageBytes + p_dst[j], make_uint4(0, 0, 0, 0));
+  }
+  uint32_t q_dst = smem0 + q_dst0;
+#pragma unroll 1  // a loop, so that q_dst is carried in a register here too (the comment at copy_slab says why)
   for (int s = 0; s < kMmaStages - 1; ++s) {
-    if (s < slabs) copy_slab(s, smem0 + s * kMmaStageBytes);
+    if (s < slabs) copy_slab(s, smem0 + s * kMmaStageBytes, q_dst);
     sm80::cp_async_commit();
+    q_dst += kMmaStageBytes;
   }
   float acc[kMmaWarpCols / 8][4] = {};
   int read_stage = 0, write_stage = kMmaStages - 1;
   for (int slab = 0; slab < slabs; ++slab) {
     sm80::cp_async_wait<kMmaStages - 2>();  // this thread's copies of the slab have landed ...
     __syncthreads();  // ... and everyone's; everyone also finished the previous slab, whose stage is refilled
-    if (slab + kMmaStages - 1 < slabs) copy_slab(slab + kMmaStages - 1, smem0 + write_stage * kMmaStageBytes);
+    if (slab + kMmaStages - 1 < slabs) copy_slab(slab + kMmaStages - 1, smem0 + write_stage * kMmaStageBytes, q_dst);
     sm80::cp_async_commit();
     const uint32_t stage = smem0 + read_stage * kMmaStageBytes;
 #pragma unroll
@@ -529,6 +576,7 @@ __global__ void __launch_bounds__(kMmaThreads) matmul_kernel_matvec_mma(SkinnyAr
     }
     read_stage = read_stage + 1 == kMmaStages ? 0 : read_stage + 1;
     write_stage = write_stage + 1 == kMmaStages ? 0 : write_stage + 1;
+    q_dst = write_stage == 0 ? q_dst - (kMmaStages - 1) * kMmaStageBytes : q_dst + kMmaStageBytes;
   }
   sm80::cp_async_wait<0>();
   // acc[j][h] is out[g + 8 (h / 2)][l0 + warp's columns + 8 j + 2 t + h % 2] (g = lane / 4, t = lane % 4).
@@ -584,9 +632,10 @@ int rows_per_thread(int S, bool cols, int element_size) {
   return S <= kPSharedRows ? kPSharedRows : 16;
 }
 
-// Blocks per SM the K splits aim at. More splits mean more loads in flight but more partial sums to add; the
-// matvec_blocks_per_sm tuning knob (cuda/matmul/tuning.h) overrides it.
-// 2 for "mma" and for "cols" at one row, 4 for the others: what measured fastest on the H100 (docs/matmul.md).
+// Blocks per SM the K splits of the CUDA-core kernels aim at. More splits mean more loads in flight but more partial
+// sums to add; the matvec_blocks_per_sm tuning knob (cuda/matmul/tuning.h) overrides it, for the "mma" kernel too
+// (mma_splits otherwise). 2 for "cols" at one row, 4 for the others: what measured fastest on the H100
+// (docs/matmul.md).
 constexpr int kBlocksPerSmFew = 2, kBlocksPerSmMany = 4;
 
 // A tuning knob's value (positive when set), or `fallback` when it is unset.
@@ -595,6 +644,27 @@ int knob_or(int64_t knob, int fallback) {
 }
 int blocks_per_sm_target(int default_target) {
   return knob_or(tuning().matvec_blocks_per_sm, default_target);
+}
+
+// The "mma" kernel's K splits: the fewest that give every SM a block, or more where they take less time through the
+// busiest SM, counted as its blocks (the split's block count over the SMs, rounded up) times each block's slabs plus
+// one (a block's fixed cost: prologue and the adding up of splits). Counts that would put more than
+// kMmaBlocksPerSmMax blocks on an SM are weighed only where every count would (3 fit an H100 SM, and a third
+// block measured slower). On the H100 this was faster than a fixed 2 blocks an SM at 51 of the corpus's 55 decode
+// shapes (docs/matmul.md). Up to kMmaSplitsSearched counts are weighed.
+constexpr int64_t kMmaSplitsSearched = 64, kMmaBlocksPerSmMax = 2;
+int64_t mma_splits(int64_t tiles, int64_t slabs, int64_t sms, int64_t splits_max) {
+  const int64_t first = std::clamp<int64_t>(ceil_div<int64_t>(sms, tiles), 1, splits_max);
+  const bool crowded = tiles * first > kMmaBlocksPerSmMax * sms;  // then every count is: weigh them all
+  int64_t best = first, best_load = -1;
+  for (int64_t want = first; want <= std::min(splits_max, first + kMmaSplitsSearched - 1); ++want) {
+    const int64_t per_split = ceil_div<int64_t>(slabs, want);    // slabs a block (whole slabs, so
+    const int64_t splits = ceil_div<int64_t>(slabs, per_split);  // fewer splits may cover K)
+    if (!crowded && tiles * splits > kMmaBlocksPerSmMax * sms) break;
+    const int64_t load = ceil_div<int64_t>(tiles * splits, sms) * (per_split + 1);
+    if (best_load < 0 || load < best_load) best = splits, best_load = load;
+  }
+  return best;
 }
 
 // The "mma" kernel takes 16-bit problems with at least this many rows: all, as it measured faster than the "rows"
@@ -615,7 +685,7 @@ int max_cluster_splits() {
 }
 
 // The "mma" kernel's splits where no knob sets the cluster size (launch_typed): with few column tiles (a weight of
-// at most 1,536 columns on an H100) clusters of kMaxClusterSplits leave a quarter of the SMs or more without a
+// at most 768 columns on an H100) clusters of kMaxClusterSplits leave a quarter of the SMs or more without a
 // block, so there they may hold kWideClusterSplits blocks (a non-portable size, where the GPU can schedule it); and
 // where the clusters (of 8, or of 16 where allowed) still leave SMs idle on a read of at least kReduceMinQBytes, all
 // the wanted splits go through the workspace and the reduce kernel instead, its second launch costing less than the
@@ -747,15 +817,19 @@ void launch_typed(SkinnyArgs<T, opmath_type<T>> args, bool cols, int device, cud
     }
     return;
   }
-  // Split K until the GPU has about blocks_per_sm_target(...) blocks per SM (memory-bound: every SM needs loads in
-  // flight), each split a whole number of `align` k.
-  const int align = cols && !mma ? 32 * kV : kKAlignRows;
-  const int64_t resident =
-      int64_t{sm_count(device)} * blocks_per_sm_target(mma || (cols && S == 1) ? kBlocksPerSmFew : kBlocksPerSmMany);
+  // Split K (memory-bound: every SM needs loads in flight), each split a whole number of `align` k: "mma" by
+  // mma_splits, the others until the GPU has about blocks_per_sm_target(...) blocks per SM.
+  const int align = mma ? kMmaK : (cols ? 32 * kV : kKAlignRows);
   const int64_t tiles = l_tiles * s_blocks * batch;  // blocks per split
-  const int64_t want = ceil_div<int64_t>(resident, tiles);
   const int64_t splits_max = std::min<int64_t>(ceil_div<int64_t>(K, align), kMaxGridYZ);
-  int64_t splits = std::clamp<int64_t>(want, 1, splits_max);
+  int64_t splits = 0;
+  if (mma && tuning().matvec_blocks_per_sm <= 0) {
+    splits = mma_splits(tiles, ceil_div<int64_t>(K, align), sm_count(device), splits_max);
+  } else {
+    const int64_t resident =
+        int64_t{sm_count(device)} * blocks_per_sm_target((cols && S == 1) ? kBlocksPerSmFew : kBlocksPerSmMany);
+    splits = std::clamp<int64_t>(ceil_div<int64_t>(resident, tiles), 1, splits_max);
+  }
   // Clusters where they measured faster on the H100 (docs/matmul.md): not for float64, whose kernels ran as fast or
   // faster with the reduce kernel, nor for "rows" with 16 rows a thread (register-heavy blocks, two an SM).
   const bool cluster_pays = sizeof(T) <= 4 && (mma || cols || sr < 16);
