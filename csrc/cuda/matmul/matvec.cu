@@ -651,8 +651,9 @@ int blocks_per_sm_target(int default_target) {
 // one (a block's fixed cost: prologue and the adding up of splits). Counts that would put more than
 // kMmaBlocksPerSmMax blocks on an SM are weighed only where every count would (3 fit an H100 SM, and a third
 // block measured slower). On the H100 this was faster than a fixed 2 blocks an SM at 51 of the corpus's 55 decode
-// shapes (docs/matmul.md). Up to kMmaSplitsSearched counts are weighed.
-constexpr int64_t kMmaSplitsSearched = 64, kMmaBlocksPerSmMax = 2;
+// shapes (docs/matmul.md). Up to kMmaSplitsSearched counts are weighed (each costs a call's host time a few
+// divisions; past the first 16 no shape of the benchmark's corpus would choose another).
+constexpr int64_t kMmaSplitsSearched = 16, kMmaBlocksPerSmMax = 2;
 int64_t mma_splits(int64_t tiles, int64_t slabs, int64_t sms, int64_t splits_max) {
   const int64_t first = std::clamp<int64_t>(ceil_div<int64_t>(sms, tiles), 1, splits_max);
   const bool crowded = tiles * first > kMmaBlocksPerSmMax * sms;  // then every count is: weigh them all
